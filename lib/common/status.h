@@ -1,0 +1,43 @@
+#pragma once
+
+// Helpers over absl::Status used everywhere: propagation macros and context annotation.
+//
+// Error messages are lower-case, without a trailing period, and gain context at each layer:
+//   "write CDI spec /var/run/cdi/x.json: no space left on device".
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace dra {
+
+// Returns `status` with "<context>: " prepended to its message, keeping its code and payloads.
+// An OK status is returned unchanged.
+absl::Status Annotate(const absl::Status& status, std::string_view context);
+
+// Maps an errno value to the closest absl code, with message "<context>: <strerror>".
+absl::Status ErrnoToStatus(int errno_value, std::string_view context);
+
+}  // namespace dra
+
+#define DRA_STATUS_CONCAT_INNER_(a, b) a##b
+#define DRA_STATUS_CONCAT_(a, b) DRA_STATUS_CONCAT_INNER_(a, b)
+
+// Evaluates `expr` (an absl::Status) and returns it from the enclosing function if it is not OK.
+#define RETURN_IF_ERROR(expr)                                  \
+  do {                                                         \
+    if (absl::Status dra_status_ = (expr); !dra_status_.ok()) { \
+      return dra_status_;                                      \
+    }                                                          \
+  } while (false)
+
+// Evaluates `expr` (an absl::StatusOr<T>); on error returns its status, otherwise moves the value
+// into `lhs`, which may be a declaration ("auto x") or an existing lvalue.
+#define ASSIGN_OR_RETURN(lhs, expr) \
+  DRA_ASSIGN_OR_RETURN_IMPL_(DRA_STATUS_CONCAT_(dra_statusor_, __LINE__), lhs, expr)
+#define DRA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                               \
+  if (!tmp.ok()) return std::move(tmp).status();   \
+  lhs = std::move(tmp).value()
