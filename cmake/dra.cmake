@@ -24,7 +24,11 @@ function(dra_test name)
   add_executable(${name} ${ARG_SRCS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  set(serial FALSE)
+  if("integration" IN_LIST ARG_LABELS OR "e2e" IN_LIST ARG_LABELS)
+    set(serial TRUE)  # they share the one local cluster
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
-    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} RUN_SERIAL ${serial})
 endfunction()

@@ -3,15 +3,15 @@
 // Where a kind lives in the Kubernetes REST API. Every typed object struct in lib/k8s carries one as
 // `static constexpr ResourceInfo kResource`, which is all the generic client needs to build URLs.
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 namespace dra::k8s {
 
 struct ResourceInfo {
-  std::string_view group;    // "" for the core group
-  std::string_view version;  // "v1"
-  std::string_view kind;     // "ResourceSlice"
-  std::string_view plural;   // "resourceslices"
+  absl::string_view group;    // "" for the core group
+  absl::string_view version;  // "v1"
+  absl::string_view kind;     // "ResourceSlice"
+  absl::string_view plural;   // "resourceslices"
   bool namespaced;
 };
 

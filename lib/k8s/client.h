@@ -1,0 +1,138 @@
+#pragma once
+
+// A Kubernetes REST client over JSON: CRUD, status updates, merge patch, server-side apply and
+// watch for any kind described by a ResourceInfo. Typed access sits on top (typed_client.h).
+//
+// Every call passes a client-side rate limiter (QPS with burst, like client-go) and retries a 429
+// TooManyRequests (or a 5xx carrying Retry-After) up to `max_retries` times, waiting as told.
+//
+// Thread-safety: all methods may be called concurrently from any thread.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "lib/k8s/http.h"
+#include "lib/k8s/resource_info.h"
+#include "lib/k8s/rest_config.h"
+#include "nlohmann/json.hpp"
+
+namespace dra::k8s {
+
+struct ClientOptions {
+  double qps = 50;  // sustained requests per second; <= 0 disables the limiter
+  int burst = 100;
+  int max_retries = 3;  // for 429 and 5xx with Retry-After
+  absl::Duration request_timeout = absl::Seconds(30);
+  std::string field_manager = "dra-driver-nvidia-gpu";
+};
+
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  int64_t limit = 0;  // page size; 0: server default (everything)
+  std::string continue_token;
+  std::string resource_version;  // "" most recent; "0" any (cache)
+};
+
+struct DeleteOptions {
+  std::string uid;               // precondition: only delete this incarnation
+  std::string resource_version;  // precondition: only delete this version
+  std::string propagation_policy;  // "Background" | "Foreground" | "Orphan"
+  std::optional<int64_t> grace_period_seconds;
+};
+
+struct WatchOptions {
+  std::string label_selector;
+  std::string field_selector;
+  std::string resource_version;  // resume point; "" starts with synthetic ADDED events
+  bool allow_bookmarks = true;
+  int64_t timeout_seconds = 300;  // the server ends the watch after this; the caller re-watches
+};
+
+struct WatchEvent {
+  enum class Type { kAdded, kModified, kDeleted, kBookmark };
+  Type type;
+  nlohmann::json object;
+};
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Create(RestConfig config,
+                                                        ClientOptions options = {});
+
+  // `ns` is ignored for cluster-scoped kinds. `subresource` e.g. "status".
+  absl::StatusOr<nlohmann::json> Get(const ResourceInfo& r, absl::string_view ns,
+                                     absl::string_view name);
+  // One page. The returned list's metadata.continue is set when more pages exist.
+  absl::StatusOr<nlohmann::json> List(const ResourceInfo& r, absl::string_view ns,
+                                      const ListOptions& options = {});
+  // All pages (following continue tokens); returns {"items":[...], "metadata":{resourceVersion}}.
+  absl::StatusOr<nlohmann::json> ListAll(const ResourceInfo& r, absl::string_view ns,
+                                         ListOptions options = {});
+  absl::StatusOr<nlohmann::json> Create(const ResourceInfo& r, absl::string_view ns,
+                                        const nlohmann::json& object);
+  // PUT; the object's metadata.resourceVersion (if set) is the optimistic-concurrency precondition.
+  absl::StatusOr<nlohmann::json> Update(const ResourceInfo& r, absl::string_view ns,
+                                        const nlohmann::json& object,
+                                        absl::string_view subresource = "");
+  absl::StatusOr<nlohmann::json> UpdateStatus(const ResourceInfo& r, absl::string_view ns,
+                                              const nlohmann::json& object) {
+    return Update(r, ns, object, "status");
+  }
+  absl::Status Delete(const ResourceInfo& r, absl::string_view ns, absl::string_view name,
+                      const DeleteOptions& options = {});
+  // RFC 7386 JSON merge patch.
+  absl::StatusOr<nlohmann::json> MergePatch(const ResourceInfo& r, absl::string_view ns,
+                                            absl::string_view name, const nlohmann::json& patch,
+                                            absl::string_view subresource = "");
+  // Server-side apply of `object` (must carry apiVersion, kind, metadata.name).
+  absl::StatusOr<nlohmann::json> Apply(const ResourceInfo& r, absl::string_view ns,
+                                       const nlohmann::json& object, bool force = true,
+                                       absl::string_view subresource = "");
+
+  // Streams watch events until the server ends the watch (returns OK), `on_event` returns false
+  // (OK), `stopped` returns true (OK), the resourceVersion is too old (IsGone), or the connection
+  // fails (Unavailable). Bookmarks are delivered so the caller can advance its resume point.
+  absl::Status Watch(const ResourceInfo& r, absl::string_view ns, const WatchOptions& options,
+                     const std::function<bool(WatchEvent&&)>& on_event,
+                     const std::function<bool()>& stopped = {});
+
+  // Raw GET of an API path ("/readyz"), for health checks and discovery.
+  absl::StatusOr<std::string> GetRaw(absl::string_view path);
+
+  const RestConfig& config() const { return transport_->config(); }
+
+ private:
+  Client(std::unique_ptr<HttpTransport> transport, ClientOptions options);
+  // Rate-limits, sends, retries 429/Retry-After, and maps non-2xx answers to errors.
+  absl::StatusOr<nlohmann::json> Call(HttpRequest request, absl::string_view what);
+  void WaitForToken();
+
+  std::unique_ptr<HttpTransport> transport_;
+  const ClientOptions options_;
+
+  absl::Mutex limiter_mu_;
+  double tokens_ ABSL_GUARDED_BY(limiter_mu_);
+  absl::Time last_refill_ ABSL_GUARDED_BY(limiter_mu_);
+};
+
+// The URL path of a collection or object: "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims".
+std::string ResourcePath(const ResourceInfo& r, absl::string_view ns, absl::string_view name = "",
+                         absl::string_view subresource = "");
+
+// "resource.k8s.io/v1", or "v1" for the core group.
+std::string ApiVersion(const ResourceInfo& r);
+
+// Runs `fn` until it returns something other than a Conflict error, at most `attempts` times,
+// with a short jittered pause between tries (as client-go's RetryOnConflict).
+absl::Status RetryOnConflict(const std::function<absl::Status()>& fn, int attempts = 5);
+
+}  // namespace dra::k8s

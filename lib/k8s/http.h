@@ -1,0 +1,79 @@
+#pragma once
+
+// HTTPS transport to the API server over libcurl. Knows TLS and authentication, nothing about
+// Kubernetes objects.
+//
+// Thread-safety: Do() and Stream() may be called concurrently from any thread; each call borrows
+// a curl handle from a small pool so that connections are reused across calls.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "lib/k8s/rest_config.h"
+
+namespace dra::k8s {
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string path_and_query;  // "/api/v1/nodes?limit=10", appended to the server URL
+  std::string content_type;    // request body type; empty when there is no body
+  std::string body;
+  absl::Duration timeout = absl::Seconds(30);  // whole-request limit; streams use none
+};
+
+struct HttpResponse {
+  long code = 0;
+  std::string content_type;
+  std::string retry_after;  // the Retry-After header, verbatim
+  std::string body;         // empty for streamed responses with a 2xx code
+};
+
+class HttpTransport {
+ public:
+  static absl::StatusOr<std::unique_ptr<HttpTransport>> Create(RestConfig config);
+  ~HttpTransport();
+  HttpTransport(const HttpTransport&) = delete;
+  HttpTransport& operator=(const HttpTransport&) = delete;
+
+  // A complete request. Transport failures (refused, TLS, timeout) are Unavailable or
+  // DeadlineExceeded errors naming the server; any HTTP code is returned as a response.
+  absl::StatusOr<HttpResponse> Do(const HttpRequest& request);
+
+  // A streamed request: for a 2xx answer, `on_data` receives the body in chunks as it arrives and
+  // may return false to stop. `stopped` is polled between chunks and about once a second while idle; when it
+  // returns true the stream is closed. Returns the response (with the body only for non-2xx).
+  absl::StatusOr<HttpResponse> Stream(const HttpRequest& request,
+                                      const std::function<bool(absl::string_view)>& on_data,
+                                      const std::function<bool()>& stopped);
+
+  const RestConfig& config() const { return config_; }
+
+  // The error text to add to a 401, e.g. "client certificate expired at 2026-01-01T00:00:00Z".
+  const std::string& credential_hint() const { return credential_hint_; }
+
+ private:
+  explicit HttpTransport(RestConfig config);
+  struct Handle;
+  std::unique_ptr<Handle> Borrow();
+  void Return(std::unique_ptr<Handle> handle);
+  absl::Status Configure(Handle& h, const HttpRequest& request);
+  std::string BearerToken();
+
+  const RestConfig config_;
+  std::string credential_hint_;
+
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Handle>> idle_ ABSL_GUARDED_BY(mu_);
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  int64_t token_mtime_ns_ ABSL_GUARDED_BY(mu_) = -1;
+};
+
+}  // namespace dra::k8s

@@ -1,0 +1,107 @@
+#include "lib/k8s/reflector.h"
+
+#include <algorithm>
+#include <random>
+
+#include "lib/common/log.h"
+#include "lib/k8s/errors.h"
+
+namespace dra::k8s {
+namespace {
+
+constexpr absl::Duration kInitialBackoff = absl::Milliseconds(200);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+// Servers end watches after this; a short period keeps stale connections from lingering.
+constexpr int64_t kWatchTimeoutSeconds = 240;
+
+std::string ResourceVersionOf(const nlohmann::json& object) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  return m->value("resourceVersion", "");
+}
+
+}  // namespace
+
+Reflector::Reflector(Client* client, const ResourceInfo& resource, std::string ns,
+                     ListOptions selectors, Sink sink)
+    : client_(client),
+      resource_(resource),
+      ns_(std::move(ns)),
+      selectors_(std::move(selectors)),
+      sink_(std::move(sink)) {}
+
+void Reflector::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+}
+
+bool Reflector::Pause(absl::Duration d) { return !stop_.WaitForNotificationWithTimeout(d); }
+
+void Reflector::Run() {
+  std::minstd_rand rng(std::random_device{}());
+  absl::Duration backoff = kInitialBackoff;
+  auto next_backoff = [&]() {
+    // Full jitter in [backoff/2, backoff], doubling up to the cap.
+    absl::Duration d = backoff / 2 + (backoff / 2) * (static_cast<double>(rng() % 1000) / 1000.0);
+    backoff = std::min(backoff * 2, kMaxBackoff);
+    return d;
+  };
+  std::string rv;
+  bool need_list = true;
+  while (!stopped()) {
+    if (need_list) {
+      ListOptions opts = selectors_;
+      opts.limit = 500;
+      auto list = client_->ListAll(resource_, ns_, opts);
+      if (!list.ok()) {
+        DRA_WARNING("list failed; retrying", "resource", resource_.plural, "err", list.status());
+        if (!Pause(next_backoff())) return;
+        continue;
+      }
+      ++lists_;
+      rv = (*list)["metadata"].value("resourceVersion", "");
+      std::vector<nlohmann::json> items;
+      for (auto& item : (*list)["items"]) items.push_back(std::move(item));
+      sink_.replace(std::move(items));
+      need_list = false;
+      backoff = kInitialBackoff;
+    }
+    ++watches_;
+    WatchOptions wo{.label_selector = selectors_.label_selector,
+                    .field_selector = selectors_.field_selector,
+                    .resource_version = rv,
+                    .allow_bookmarks = true,
+                    .timeout_seconds = kWatchTimeoutSeconds};
+    bool got_event = false;
+    absl::Time watch_start = absl::Now();
+    absl::Status s = client_->Watch(
+        resource_, ns_, wo,
+        [&](WatchEvent&& e) {
+          got_event = true;
+          std::string event_rv = ResourceVersionOf(e.object);
+          if (e.type != WatchEvent::Type::kBookmark) sink_.event(std::move(e));
+          if (!event_rv.empty()) rv = event_rv;
+          return !stopped();
+        },
+        [this] { return stopped(); });
+    if (stopped()) return;
+    if (IsGone(s)) {
+      DRA_VLOG(2, "watch history expired; relisting", "resource", resource_.plural, "rv", rv);
+      need_list = true;
+      continue;
+    }
+    if (!s.ok()) {
+      DRA_VLOG(1, "watch ended with error; resuming", "resource", resource_.plural, "rv", rv,
+               "err", s);
+      if (!Pause(next_backoff())) return;
+      continue;
+    }
+    if (got_event) {
+      backoff = kInitialBackoff;
+    } else if (absl::Now() - watch_start < absl::Seconds(1)) {
+      // A server that ends every watch at once must not be hammered.
+      if (!Pause(next_backoff())) return;
+    }
+  }
+}
+
+}  // namespace dra::k8s

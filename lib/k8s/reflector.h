@@ -1,0 +1,57 @@
+#pragma once
+
+// The list+watch loop behind an informer: lists (all pages), then watches from the list's
+// resourceVersion, advancing the resume point on every event and bookmark. A dropped connection
+// or an API server restart re-watches from the last resourceVersion after a backoff; 410 Gone
+// (history compacted) relists, and the consumer diffs the new list against its cache, so the
+// cache neither loses nor duplicates an object.
+//
+// Thread-safety: Run() blocks on the calling thread; Stop() may be called from any thread.
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "lib/k8s/client.h"
+
+namespace dra::k8s {
+
+class Reflector {
+ public:
+  struct Sink {
+    // A full, fresh list of the collection.
+    std::function<void(std::vector<nlohmann::json>&& items)> replace;
+    // One watch event (never a bookmark).
+    std::function<void(WatchEvent&& event)> event;
+  };
+
+  Reflector(Client* client, const ResourceInfo& resource, std::string ns, ListOptions selectors,
+            Sink sink);
+
+  // Lists and watches until Stop(). Errors are logged and retried with backoff.
+  void Run();
+  void Stop();
+  bool stopped() const { return stop_.HasBeenNotified(); }
+
+  // Counters for tests and metrics.
+  int lists() const { return lists_.load(); }
+  int watches() const { return watches_.load(); }
+
+ private:
+  // Sleeps `d` unless stopped first; returns false when stopped.
+  bool Pause(absl::Duration d);
+
+  Client* const client_;
+  const ResourceInfo resource_;
+  const std::string ns_;
+  const ListOptions selectors_;
+  const Sink sink_;
+  absl::Notification stop_;
+  std::atomic<int> lists_{0};
+  std::atomic<int> watches_{0};
+};
+
+}  // namespace dra::k8s

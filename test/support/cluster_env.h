@@ -1,0 +1,21 @@
+#pragma once
+
+// Where integration tests find the local cluster started by hack/cluster/up.sh. Tests fail (never
+// skip) when the cluster is not there: the README's test command always starts it first.
+
+#include <cstdlib>
+#include <string>
+
+namespace dra::testing {
+
+inline std::string ClusterDir() {
+  const char* d = std::getenv("DRA_CLUSTER_DIR");
+  return d != nullptr && *d != '\0' ? d : "/tmp/dra-cluster";
+}
+inline std::string AdminKubeconfig() { return ClusterDir() + "/admin.kubeconfig"; }
+inline std::string LimitedKubeconfig() { return ClusterDir() + "/limited.kubeconfig"; }
+inline std::string ExpiredKubeconfig() { return ClusterDir() + "/expired.kubeconfig"; }
+inline std::string TokenKubeconfig() { return ClusterDir() + "/token.kubeconfig"; }
+inline std::string SourceDir() { return DRA_SOURCE_DIR; }
+
+}  // namespace dra::testing
