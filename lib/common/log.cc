@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/base/thread_annotations.h"
@@ -71,7 +72,7 @@ void AppendQuoted(std::string& out, std::string_view s) {
         out += "\\r";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
           absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(c));
         } else {
           out += c;

@@ -5,20 +5,37 @@
 // Error messages are lower-case, without a trailing period, and gain context at each layer:
 //   "write CDI spec /var/run/cdi/x.json: no space left on device".
 
+#include <concepts>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace dra {
 
 // Returns `status` with "<context>: " prepended to its message, keeping its code and payloads.
 // An OK status is returned unchanged.
-absl::Status Annotate(const absl::Status& status, std::string_view context);
+absl::Status Annotate(const absl::Status& status, absl::string_view context);
 
-// Maps an errno value to the closest absl code, with message "<context>: <strerror>".
-absl::Status ErrnoToStatus(int errno_value, std::string_view context);
+// Maps an errno value to the closest absl code (ENOENT -> NotFound, EACCES -> PermissionDenied,
+// ...), with message "<context>: <strerror, lower-cased>", e.g. "open /x: no such file or
+// directory". An empty context gives just the strerror text. With an absl::string_view argument,
+// write dra::ErrnoToStatus: argument-dependent lookup also finds absl::ErrnoToStatus.
+absl::Status ErrnoToStatus(int errno_value, absl::string_view context);
+
+// Debian's Abseil has its own absl::string_view, distinct from std::string_view; these accept the
+// latter too (std::string and string literals go to the overloads above).
+template <std::same_as<std::string_view> View>
+absl::Status Annotate(const absl::Status& status, View context) {
+  return Annotate(status, absl::string_view(context.data(), context.size()));
+}
+template <std::same_as<std::string_view> View>
+absl::Status ErrnoToStatus(int errno_value, View context) {
+  return dra::ErrnoToStatus(errno_value, absl::string_view(context.data(), context.size()));
+}
 
 }  // namespace dra
 
@@ -26,11 +43,11 @@ absl::Status ErrnoToStatus(int errno_value, std::string_view context);
 #define DRA_STATUS_CONCAT_(a, b) DRA_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing function if it is not OK.
-#define RETURN_IF_ERROR(expr)                                  \
-  do {                                                         \
+#define RETURN_IF_ERROR(expr)                                   \
+  do {                                                          \
     if (absl::Status dra_status_ = (expr); !dra_status_.ok()) { \
-      return dra_status_;                                      \
-    }                                                          \
+      return dra_status_;                                       \
+    }                                                           \
   } while (false)
 
 // Evaluates `expr` (an absl::StatusOr<T>); on error returns its status, otherwise moves the value

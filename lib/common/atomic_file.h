@@ -1,0 +1,30 @@
+#pragma once
+
+// Crash-safe file replacement: after a crash at any point, `path` holds either the old or the new
+// contents in full. Every persistent file of the driver (checkpoint, CDI specs, configs) goes
+// through WriteFileAtomically.
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dra {
+
+// Writes `contents` to a temporary file in the directory of `path`, sets its mode to `mode`
+// (exactly; the umask does not apply), fsyncs it, renames it over `path` and fsyncs the directory.
+// On failure no temporary file is left behind and `path` is untouched (except when only the final
+// directory fsync fails: then the new contents are in place but maybe not yet durable). Errors keep
+// the errno's code and read "write <path>: <step> <file>: <reason>". A symlink at `path` is
+// replaced, not followed. Safe to call from any thread; concurrent writers of one path each
+// produce a complete file and the last rename wins.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
+                                 mode_t mode = 0644);
+
+// The whole file. NotFound when it does not exist; errors read "read <path>: <reason>".
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace dra
