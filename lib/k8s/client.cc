@@ -30,10 +30,6 @@ std::string NameOf(const nlohmann::json& object) {
 
 }  // namespace
 
-std::string ApiVersion(const ResourceInfo& r) {
-  return r.group.empty() ? std::string(r.version) : absl::StrCat(r.group, "/", r.version);
-}
-
 std::string ResourcePath(const ResourceInfo& r, absl::string_view ns, absl::string_view name,
                          absl::string_view subresource) {
   std::string path = r.group.empty() ? absl::StrCat("/api/", r.version)
@@ -96,12 +92,12 @@ absl::StatusOr<nlohmann::json> Client::Call(HttpRequest request, absl::string_vi
                                               transport_->config().source, ")"));
       s.SetPayload(kReasonPayload, absl::Cord("Unauthorized"));
     }
-    bool retriable = response->code == 429 ||
-                     (response->code >= 500 && RetryAfter(s) > absl::ZeroDuration());
+    bool retriable =
+        response->code == 429 || (response->code >= 500 && RetryAfter(s) > absl::ZeroDuration());
     if (!retriable || attempt >= options_.max_retries) return s;
     absl::Duration delay = std::max(RetryAfter(s), absl::Milliseconds(100));
-    DRA_VLOG(2, "retrying after server asked to wait", "request", what, "delay", delay,
-             "attempt", attempt + 1);
+    DRA_VLOG(2, "retrying after server asked to wait", "request", what, "delay", delay, "attempt",
+             attempt + 1);
     absl::SleepFor(std::min(delay, absl::Seconds(10)));
   }
 }
@@ -209,9 +205,9 @@ absl::StatusOr<nlohmann::json> Client::Apply(const ResourceInfo& r, absl::string
 
 absl::StatusOr<std::string> Client::GetRaw(absl::string_view path) {
   WaitForToken();
-  ASSIGN_OR_RETURN(HttpResponse response,
-                   transport_->Do({.method = "GET", .path_and_query = std::string(path),
-                                   .timeout = options_.request_timeout}));
+  ASSIGN_OR_RETURN(HttpResponse response, transport_->Do({.method = "GET",
+                                                          .path_and_query = std::string(path),
+                                                          .timeout = options_.request_timeout}));
   if (response.code < 200 || response.code >= 300) {
     return StatusFromHttp(response.code, response.body, response.retry_after,
                           absl::StrCat("get ", path));

@@ -13,13 +13,14 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/k8s/http.h"
+#include "lib/k8s/object_meta.h"
 #include "lib/k8s/resource_info.h"
 #include "lib/k8s/rest_config.h"
 #include "nlohmann/json.hpp"
@@ -43,8 +44,8 @@ struct ListOptions {
 };
 
 struct DeleteOptions {
-  std::string uid;               // precondition: only delete this incarnation
-  std::string resource_version;  // precondition: only delete this version
+  std::string uid;                 // precondition: only delete this incarnation
+  std::string resource_version;    // precondition: only delete this version
   std::string propagation_policy;  // "Background" | "Foreground" | "Orphan"
   std::optional<int64_t> grace_period_seconds;
 };
@@ -127,9 +128,6 @@ class Client {
 // The URL path of a collection or object: "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims".
 std::string ResourcePath(const ResourceInfo& r, absl::string_view ns, absl::string_view name = "",
                          absl::string_view subresource = "");
-
-// "resource.k8s.io/v1", or "v1" for the core group.
-std::string ApiVersion(const ResourceInfo& r);
 
 // Runs `fn` until it returns something other than a Conflict error, at most `attempts` times,
 // with a short jittered pause between tries (as client-go's RetryOnConflict).

@@ -27,18 +27,18 @@ std::string Unique(absl::string_view prefix) {
 
 nlohmann::json SliceJson(const std::string& name, const std::string& driver,
                          const std::string& run) {
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "ResourceSlice"},
-          {"metadata", {{"name", name}, {"labels", {{"test-run", run}}}}},
-          {"spec",
-           {{"driver", driver},
-            {"nodeName", "node-" + run},
-            {"pool", {{"name", "pool-" + run}, {"generation", 1}, {"resourceSliceCount", 1}}},
-            {"devices",
-             {{{"name", "gpu-0"},
-               {"attributes",
-                {{"index", {{"int", 0}}}, {"productName", {{"string", "Mock H100"}}}}},
-               {"capacity", {{"memory", {{"value", "80Gi"}}}}}}}}}}};
+  return {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceSlice"},
+      {"metadata", {{"name", name}, {"labels", {{"test-run", run}}}}},
+      {"spec",
+       {{"driver", driver},
+        {"nodeName", "node-" + run},
+        {"pool", {{"name", "pool-" + run}, {"generation", 1}, {"resourceSliceCount", 1}}},
+        {"devices",
+         {{{"name", "gpu-0"},
+           {"attributes", {{"index", {{"int", 0}}}, {"productName", {{"string", "Mock H100"}}}}},
+           {"capacity", {{"memory", {{"value", "80Gi"}}}}}}}}}}};
 }
 
 class ClientIntegrationTest : public ::testing::Test {
@@ -83,7 +83,7 @@ TEST_F(ClientIntegrationTest, ResourceSliceCrudWithSelectorsPatchApplyAndPrecond
   EXPECT_FALSE(uid.empty());
 
   auto again = client_->Create(Slices(), "", SliceJson(name, driver, run_));
-  EXPECT_TRUE(IsAlreadyExists(again.status())) << again.status();
+  EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
 
   auto got = client_->Get(Slices(), "", name);
@@ -95,14 +95,14 @@ TEST_F(ClientIntegrationTest, ResourceSliceCrudWithSelectorsPatchApplyAndPrecond
   EXPECT_EQ(typed->spec.devices[0].name, "gpu-0");
 
   // Field selector on spec.driver plus a label selector.
-  auto listed = client_->List(Slices(), "",
-                              {.label_selector = "test-run=" + run_,
-                               .field_selector = "spec.driver=" + driver});
+  auto listed = client_->List(
+      Slices(), "",
+      {.label_selector = "test-run=" + run_, .field_selector = "spec.driver=" + driver});
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ((*listed)["items"].size(), 1u);
-  auto none = client_->List(Slices(), "",
-                            {.label_selector = "test-run=" + run_,
-                             .field_selector = "spec.driver=other.example.com"});
+  auto none = client_->List(
+      Slices(), "",
+      {.label_selector = "test-run=" + run_, .field_selector = "spec.driver=other.example.com"});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE((*none)["items"].empty());
 
@@ -133,9 +133,9 @@ TEST_F(ClientIntegrationTest, ResourceSliceCrudWithSelectorsPatchApplyAndPrecond
   EXPECT_TRUE(client_->Get(Slices(), "", name).ok());
   ASSERT_TRUE(client_->Delete(Slices(), "", name, {.uid = uid}).ok());
   auto gone = client_->Get(Slices(), "", name);
-  EXPECT_TRUE(IsNotFound(gone.status())) << gone.status();
+  EXPECT_TRUE(absl::IsNotFound(gone.status())) << gone.status();
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(gone.status().message(), HasSubstr(name));
+  EXPECT_THAT(std::string(gone.status().message()), HasSubstr(name));
 }
 
 TEST_F(ClientIntegrationTest, ListPaginatesAcrossContinueTokens) {
@@ -193,12 +193,13 @@ TEST_F(ClientIntegrationTest, ResourceClaimStatusUpdateAndConflictRetry) {
 
   // The status subresource: allocate the claim the way the scheduler's binding step does.
   nlohmann::json with_status = *final_claim;
-  with_status["status"] = {
-      {"allocation",
-       {{"devices",
-         {{"results",
-           {{{"request", "gpu"}, {"driver", "gpu.example.com"}, {"pool", "node1"},
-             {"device", "gpu-0"}}}}}}}}};
+  with_status["status"] = {{"allocation",
+                            {{"devices",
+                              {{"results",
+                                {{{"request", "gpu"},
+                                  {"driver", "gpu.example.com"},
+                                  {"pool", "node1"},
+                                  {"device", "gpu-0"}}}}}}}}};
   auto status_updated = client_->UpdateStatus(Claims(), ns, with_status);
   ASSERT_TRUE(status_updated.ok()) << status_updated.status();
   auto typed = ResourceClaim::FromJson(*status_updated);
@@ -217,8 +218,9 @@ TEST_F(ClientIntegrationTest, ForbiddenCarriesTheServersMessage) {
   auto list = (*limited)->List(Slices(), "");
   EXPECT_TRUE(IsForbidden(list.status())) << list.status();
   EXPECT_EQ(list.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(list.status().message(), HasSubstr("dra-test-limited"));
-  EXPECT_THAT(list.status().message(), HasSubstr("cannot list resource \"resourceslices\""));
+  EXPECT_THAT(std::string(list.status().message()), HasSubstr("dra-test-limited"));
+  EXPECT_THAT(std::string(list.status().message()),
+              HasSubstr("cannot list resource \"resourceslices\""));
 }
 
 TEST_F(ClientIntegrationTest, ExpiredClientCertificateIsNamedInTheError) {
@@ -228,7 +230,7 @@ TEST_F(ClientIntegrationTest, ExpiredClientCertificateIsNamedInTheError) {
   ASSERT_TRUE(expired.ok());
   auto list = (*expired)->List(Slices(), "");
   EXPECT_TRUE(IsUnauthorized(list.status())) << list.status();
-  EXPECT_THAT(list.status().message(), HasSubstr("client certificate expired"));
+  EXPECT_THAT(std::string(list.status().message()), HasSubstr("client certificate expired"));
   EXPECT_EQ(std::string(list.status().message()).find('\n'), std::string::npos);
 }
 
@@ -249,7 +251,7 @@ TEST_F(ClientIntegrationTest, UnreachableServerIsOneLineUnavailable) {
   ASSERT_TRUE(c.ok());
   auto got = (*c)->Get(Slices(), "", "x");
   EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
-  EXPECT_THAT(got.status().message(), HasSubstr("127.0.0.1:1"));
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("127.0.0.1:1"));
   EXPECT_EQ(std::string(got.status().message()).find('\n'), std::string::npos);
 }
 
@@ -269,14 +271,14 @@ TEST_F(ClientIntegrationTest, WatchDeliversAddModifyDeleteInOrder) {
     absl::SleepFor(absl::Milliseconds(200));
     auto c = client_->Create(Slices(), "", SliceJson(name, "gpu.test.example.com", run_));
     ASSERT_TRUE(c.ok());
-    ASSERT_TRUE(client_->MergePatch(Slices(), "", name, {{"metadata", {{"labels", {{"x", "y"}}}}}})
-                    .ok());
+    ASSERT_TRUE(
+        client_->MergePatch(Slices(), "", name, {{"metadata", {{"labels", {{"x", "y"}}}}}}).ok());
     ASSERT_TRUE(client_->Delete(Slices(), "", name).ok());
   });
   std::vector<WatchEvent::Type> seen;
   absl::Status s = client_->Watch(
-      Slices(), "", {.label_selector = "test-run=" + run_, .resource_version = rv,
-                     .timeout_seconds = 30},
+      Slices(), "",
+      {.label_selector = "test-run=" + run_, .resource_version = rv, .timeout_seconds = 30},
       [&](WatchEvent&& e) {
         if (e.type != WatchEvent::Type::kBookmark) seen.push_back(e.type);
         return seen.size() < 3;

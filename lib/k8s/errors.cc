@@ -82,7 +82,8 @@ absl::Status StatusFromHttp(long code, absl::string_view body, absl::string_view
   int64_t retry_seconds = 0;
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.value("kind", "") == "Status") {
-    if (j.contains("reason") && j["reason"].is_string() && !j["reason"].get<std::string>().empty()) {
+    if (j.contains("reason") && j["reason"].is_string() &&
+        !j["reason"].get<std::string>().empty()) {
       reason = j["reason"].get<std::string>();
     }
     if (j.contains("message") && j["message"].is_string()) message = j["message"];
@@ -120,8 +121,6 @@ absl::Duration RetryAfter(const absl::Status& status) {
   return absl::ZeroDuration();
 }
 
-bool IsNotFound(const absl::Status& s) { return Reason(s) == "NotFound"; }
-bool IsAlreadyExists(const absl::Status& s) { return Reason(s) == "AlreadyExists"; }
 bool IsConflict(const absl::Status& s) { return Reason(s) == "Conflict"; }
 bool IsGone(const absl::Status& s) {
   std::string r = Reason(s);

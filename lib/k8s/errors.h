@@ -10,9 +10,9 @@
 //   500/503 -> kUnavailable            504 Timeout       -> kDeadlineExceeded
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace dra::k8s {
@@ -30,8 +30,8 @@ std::string Reason(const absl::Status& status);
 // Seconds from Retry-After or details.retryAfterSeconds; zero when absent.
 absl::Duration RetryAfter(const absl::Status& status);
 
-bool IsNotFound(const absl::Status& s);
-bool IsAlreadyExists(const absl::Status& s);
+// NotFound and AlreadyExists map one-to-one onto absl codes: use absl::IsNotFound and
+// absl::IsAlreadyExists (same names here would be ambiguous through argument-dependent lookup).
 bool IsConflict(const absl::Status& s);
 bool IsGone(const absl::Status& s);  // 410: resourceVersion too old, relist
 bool IsForbidden(const absl::Status& s);

@@ -47,23 +47,24 @@ TEST(StatusFromHttpTest, MapsCodesAndReasons) {
 }
 
 TEST(StatusFromHttpTest, PredicatesFollowReasons) {
-  EXPECT_TRUE(IsNotFound(StatusFromHttp(404, "", "", "x")));
+  EXPECT_TRUE(absl::IsNotFound(StatusFromHttp(404, "", "", "x")));
   EXPECT_TRUE(IsConflict(StatusFromHttp(409, "", "", "x")));
-  EXPECT_FALSE(IsAlreadyExists(StatusFromHttp(409, "", "", "x")));
+  EXPECT_FALSE(absl::IsAlreadyExists(StatusFromHttp(409, "", "", "x")));
   EXPECT_TRUE(IsGone(StatusFromHttp(410, "", "", "x")));
   EXPECT_TRUE(IsForbidden(StatusFromHttp(403, "", "", "x")));
   EXPECT_TRUE(IsUnauthorized(StatusFromHttp(401, "", "", "x")));
   EXPECT_TRUE(IsTooManyRequests(StatusFromHttp(429, "", "", "x")));
   EXPECT_TRUE(IsInvalid(StatusFromHttp(422, "", "", "x")));
-  EXPECT_FALSE(IsNotFound(absl::NotFoundError("plain absl error without a reason")));
+  EXPECT_EQ(Reason(absl::NotFoundError("plain absl error without a reason")), "");
 }
 
 TEST(StatusFromHttpTest, RetryAfterFromHeaderOrDetails) {
   EXPECT_EQ(RetryAfter(StatusFromHttp(429, "", "7", "x")), absl::Seconds(7));
-  EXPECT_EQ(RetryAfter(StatusFromHttp(
-                429, R"({"kind":"Status","reason":"TooManyRequests","details":{"retryAfterSeconds":3}})",
-                "", "x")),
-            absl::Seconds(3));
+  EXPECT_EQ(
+      RetryAfter(StatusFromHttp(
+          429, R"({"kind":"Status","reason":"TooManyRequests","details":{"retryAfterSeconds":3}})",
+          "", "x")),
+      absl::Seconds(3));
   EXPECT_EQ(RetryAfter(StatusFromHttp(429, "", "", "x")), absl::ZeroDuration());
   EXPECT_EQ(RetryAfter(StatusFromHttp(429, "", "soon", "x")), absl::ZeroDuration());
 }

@@ -68,7 +68,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* sink = static_cast<Sink*>(user);
   absl::string_view chunk(data, size * n);
   if (sink->on_data == nullptr || sink->response->code < 200 || sink->response->code >= 300) {
-    sink->response->body.append(chunk);
+    sink->response->body.append(chunk.data(), chunk.size());
     return chunk.size();
   }
   if ((sink->stopped && (*sink->stopped)()) || !(*sink->on_data)(chunk)) {
@@ -138,7 +138,7 @@ void HttpTransport::Return(std::unique_ptr<Handle> handle) {
 
 std::string HttpTransport::BearerToken() {
   if (config_.bearer_token_file.empty()) return config_.bearer_token;
-  struct stat st{};
+  struct stat st {};
   int64_t mtime = -1;
   if (::stat(config_.bearer_token_file.c_str(), &st) == 0) {
     mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -173,8 +173,7 @@ absl::Status HttpTransport::Configure(Handle& h, const HttpRequest& request) {
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
   }
   if (!config_.ca_pem.empty()) {
-    curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(),
-                 CURL_BLOB_COPY};
+    curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
     curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
   }
   if (config_.insecure_skip_tls_verify) {
@@ -249,18 +248,18 @@ absl::StatusOr<HttpResponse> HttpTransport::Stream(
   HttpResponse response;
   Sink sink{&response, &on_data, &stopped};
   // The status line arrives before the body, so the code is known by the first body chunk.
-  curl_easy_setopt(h->curl, CURLOPT_HEADERFUNCTION,
-                   +[](char* b, size_t s, size_t n, void* u) -> size_t {
-                     auto* sk = static_cast<Sink*>(u);
-                     absl::string_view line(b, s * n);
-                     if (absl::StartsWith(line, "HTTP/")) {
-                       auto sp = line.find(' ');
-                       if (sp != absl::string_view::npos) {
-                         sk->response->code = std::strtol(line.data() + sp + 1, nullptr, 10);
-                       }
-                     }
-                     return OnHeader(b, s, n, u);
-                   });
+  curl_easy_setopt(
+      h->curl, CURLOPT_HEADERFUNCTION, +[](char* b, size_t s, size_t n, void* u) -> size_t {
+        auto* sk = static_cast<Sink*>(u);
+        absl::string_view line(b, s * n);
+        if (absl::StartsWith(line, "HTTP/")) {
+          auto sp = line.find(' ');
+          if (sp != absl::string_view::npos) {
+            sk->response->code = std::strtol(line.data() + sp + 1, nullptr, 10);
+          }
+        }
+        return OnHeader(b, s, n, u);
+      });
   curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, &sink);
   curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &sink);

@@ -9,12 +9,12 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/k8s/rest_config.h"
@@ -48,8 +48,9 @@ class HttpTransport {
   absl::StatusOr<HttpResponse> Do(const HttpRequest& request);
 
   // A streamed request: for a 2xx answer, `on_data` receives the body in chunks as it arrives and
-  // may return false to stop. `stopped` is polled between chunks and about once a second while idle; when it
-  // returns true the stream is closed. Returns the response (with the body only for non-2xx).
+  // may return false to stop. `stopped` is polled between chunks and about once a second while
+  // idle; when it returns true the stream is closed. Returns the response (with the body only for
+  // non-2xx).
   absl::StatusOr<HttpResponse> Stream(const HttpRequest& request,
                                       const std::function<bool(absl::string_view)>& on_data,
                                       const std::function<bool()>& stopped);

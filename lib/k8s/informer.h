@@ -15,7 +15,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <thread>
 #include <utility>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "lib/common/log.h"
@@ -46,10 +46,9 @@ class Informer {
            absl::Duration resync = absl::ZeroDuration())
       : resync_(resync),
         reflector_(client, T::kResource, std::move(ns), std::move(selectors),
-                   Reflector::Sink{[this](std::vector<nlohmann::json>&& items) {
-                                     Replace(std::move(items));
-                                   },
-                                   [this](WatchEvent&& e) { Apply(std::move(e)); }}) {}
+                   Reflector::Sink{
+                       [this](std::vector<nlohmann::json>&& items) { Replace(std::move(items)); },
+                       [this](WatchEvent&& e) { Apply(std::move(e)); }}) {}
   ~Informer() { Stop(); }
   Informer(const Informer&) = delete;
   Informer& operator=(const Informer&) = delete;
@@ -225,8 +224,7 @@ class Informer {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Ptr> items_ ABSL_GUARDED_BY(mu_);
   // index name -> indexed value -> keys
-  std::map<std::string, std::map<std::string, std::set<std::string>>> indices_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, std::set<std::string>>> indices_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification synced_;
   absl::Notification stop_resync_;

@@ -75,8 +75,8 @@ class InformerIntegrationTest : public ::testing::Test {
   }
   void TearDown() override {
     if (!client_) return;
-    auto list = client_->ListAll(ResourceSlice::kResource, "",
-                                 {.label_selector = "informer-run=" + run_});
+    auto list =
+        client_->ListAll(ResourceSlice::kResource, "", {.label_selector = "informer-run=" + run_});
     if (!list.ok()) return;
     for (const auto& item : (*list)["items"]) {
       (void)client_->Delete(ResourceSlice::kResource, "",
@@ -87,7 +87,7 @@ class InformerIntegrationTest : public ::testing::Test {
   void CreateWithRetry(const std::string& name) {
     for (int i = 0; i < 300; ++i) {
       auto r = client_->Create(ResourceSlice::kResource, "", Slice(name, run_));
-      if (r.ok() || IsAlreadyExists(r.status())) return;
+      if (r.ok() || absl::IsAlreadyExists(r.status())) return;
       absl::SleepFor(absl::Milliseconds(100));
     }
     FAIL() << "could not create " << name;
@@ -110,7 +110,7 @@ TEST_F(InformerIntegrationTest, CacheHandlersAndIndex) {
   Recorder rec;
   informer.AddHandlers(rec.Handlers());
   informer.AddIndex("node", [](const ResourceSlice& s) {
-    return std::vector<std::string>{s.spec.node_name};
+    return std::vector<std::string>{s.spec.node_name.value_or("")};
   });
   informer.Start();
   ASSERT_TRUE(informer.WaitForSync(absl::Seconds(10)));
@@ -121,8 +121,9 @@ TEST_F(InformerIntegrationTest, CacheHandlersAndIndex) {
   EXPECT_EQ(informer.ByIndex("node", "node-" + run_).size(), 2u);
   EXPECT_TRUE(informer.ByIndex("node", "elsewhere").empty());
 
-  ASSERT_TRUE(client_->MergePatch(ResourceSlice::kResource, "", run_ + "-post",
-                                  {{"metadata", {{"annotations", {{"a", "b"}}}}}})
+  ASSERT_TRUE(client_
+                  ->MergePatch(ResourceSlice::kResource, "", run_ + "-post",
+                               {{"metadata", {{"annotations", {{"a", "b"}}}}}})
                   .ok());
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -170,8 +171,8 @@ TEST_F(InformerIntegrationTest, NoEventLostOrDuplicatedAcrossApiServerRestart) {
     absl::SleepFor(absl::Milliseconds(150));
   }
   restarter.join();
-  ASSERT_EQ(restart_rc, 0) << "restart-apiserver.sh failed; see "
-                           << dra::testing::ClusterDir() << "/logs/restart-apiserver-test.log";
+  ASSERT_EQ(restart_rc, 0) << "restart-apiserver.sh failed; see " << dra::testing::ClusterDir()
+                           << "/logs/restart-apiserver-test.log";
   for (int i = 0; i < kAfter; ++i) CreateWithRetry(absl::StrCat(run_, "-c", i));
 
   constexpr int kTotal = kBefore + kDuring + kAfter;
@@ -180,8 +181,8 @@ TEST_F(InformerIntegrationTest, NoEventLostOrDuplicatedAcrossApiServerRestart) {
   EXPECT_GE(informer.reflector().watches(), 2) << "the watch was never re-established";
   informer.Stop();
 
-  auto server = client_->ListAll(ResourceSlice::kResource, "",
-                                 {.label_selector = "informer-run=" + run_});
+  auto server =
+      client_->ListAll(ResourceSlice::kResource, "", {.label_selector = "informer-run=" + run_});
   ASSERT_TRUE(server.ok()) << server.status();
   std::set<std::string> server_names, cache_names;
   for (const auto& item : (*server)["items"]) server_names.insert(item["metadata"]["name"]);

@@ -90,8 +90,8 @@ void Reflector::Run() {
       continue;
     }
     if (!s.ok()) {
-      DRA_VLOG(1, "watch ended with error; resuming", "resource", resource_.plural, "rv", rv,
-               "err", s);
+      DRA_VLOG(1, "watch ended with error; resuming", "resource", resource_.plural, "rv", rv, "err",
+               s);
       if (!Pause(next_backoff())) return;
       continue;
     }

@@ -1,7 +1,8 @@
 #pragma once
 
-// Where a kind lives in the Kubernetes REST API. Every typed object struct in lib/k8s carries one as
-// `static constexpr ResourceInfo kResource`, which is all the generic client needs to build URLs.
+// Where a kind lives in the Kubernetes REST API. Every typed object struct in lib/k8s carries one
+// as `static constexpr ResourceInfo kResource`, which is all the generic client needs to build
+// URLs.
 
 #include "absl/strings/string_view.h"
 

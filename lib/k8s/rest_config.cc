@@ -2,11 +2,11 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include "absl/strings/string_view.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "lib/common/atomic_file.h"
 #include "lib/common/status.h"
@@ -30,15 +30,15 @@ absl::StatusOr<YAML::Node> FindNamed(const YAML::Node& root, const char* list, c
     for (const YAML::Node& e : entries) {
       if (Str(e, "name") == name) {
         if (!e[inner] || !e[inner].IsMap()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("kubeconfig ", path, ": ", list, " entry \"", name, "\" has no ", inner));
+          return absl::InvalidArgumentError(absl::StrCat("kubeconfig ", path, ": ", list,
+                                                         " entry \"", name, "\" has no ", inner));
         }
         return e[inner];
       }
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat("kubeconfig ", path, ": ", inner, " \"", name,
-                                                 "\" not found in ", list));
+  return absl::InvalidArgumentError(
+      absl::StrCat("kubeconfig ", path, ": ", inner, " \"", name, "\" not found in ", list));
 }
 
 // Reads PEM from an inline base64 `<key>-data` field or from a file field `<key>` (relative paths
@@ -98,8 +98,8 @@ absl::StatusOr<RestConfig> LoadKubeconfig(const std::string& path, const std::st
                                                      Str(ctx, "cluster"), "\" has no server"));
     }
     if (!absl::StartsWith(cfg.server, "https://") && !absl::StartsWith(cfg.server, "http://")) {
-      return absl::InvalidArgumentError(absl::StrCat("kubeconfig ", path, ": server \"",
-                                                     cfg.server, "\" is not an http(s) URL"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("kubeconfig ", path, ": server \"", cfg.server, "\" is not an http(s) URL"));
     }
     cfg.insecure_skip_tls_verify = Str(cluster, "insecure-skip-tls-verify") == "true";
     cfg.tls_server_name = Str(cluster, "tls-server-name");
@@ -110,9 +110,9 @@ absl::StatusOr<RestConfig> LoadKubeconfig(const std::string& path, const std::st
       ASSIGN_OR_RETURN(cfg.client_cert_pem, PemField(user, "client-certificate", base, path));
       ASSIGN_OR_RETURN(cfg.client_key_pem, PemField(user, "client-key", base, path));
       if (cfg.client_cert_pem.empty() != cfg.client_key_pem.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "kubeconfig ", path, ": user \"", user_name,
-            "\" needs both client-certificate and client-key, or neither"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("kubeconfig ", path, ": user \"", user_name,
+                         "\" needs both client-certificate and client-key, or neither"));
       }
       cfg.bearer_token = Str(user, "token");
       std::string token_file = Str(user, "tokenFile");

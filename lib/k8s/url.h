@@ -4,9 +4,9 @@
 
 #include <cctype>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace dra::k8s {
 

@@ -65,11 +65,11 @@ absl::Status Client::Watch(const ResourceInfo& r, absl::string_view ns, const Wa
     return true;
   };
   WaitForToken();
-  ASSIGN_OR_RETURN(HttpResponse response,
-                   transport_->Stream({.method = "GET",
-                                       .path_and_query = ResourcePath(r, ns) + q,
-                                       .timeout = absl::InfiniteDuration()},
-                                      on_data, stopped ? stopped : [] { return false; }));
+  ASSIGN_OR_RETURN(HttpResponse response, transport_->Stream(
+                                              {.method = "GET",
+                                               .path_and_query = ResourcePath(r, ns) + q,
+                                               .timeout = absl::InfiniteDuration()},
+                                              on_data, stopped ? stopped : [] { return false; }));
   if (response.code < 200 || response.code >= 300) {
     return StatusFromHttp(response.code, response.body, response.retry_after, what);
   }

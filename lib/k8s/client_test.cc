@@ -1,0 +1,76 @@
+// The client's own HTTP behaviour (retries, Retry-After, rate limit), against a canned loopback
+// server. Kubernetes semantics are covered by the integration tests on the real API server.
+
+#include "lib/k8s/client.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/k8s/errors.h"
+#include "lib/k8s/objects_core.h"
+#include "test/support/canned_http_server.h"
+
+namespace dra::k8s {
+namespace {
+
+using dra::testing::CannedHttpServer;
+
+constexpr char kTooMany[] =
+    R"({"kind":"Status","status":"Failure","message":"too many requests","reason":"TooManyRequests","code":429})";
+constexpr char kNode[] = R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}})";
+
+std::unique_ptr<Client> ClientFor(const CannedHttpServer& server, ClientOptions options = {}) {
+  RestConfig cfg;
+  cfg.server = server.url();
+  auto c = Client::Create(cfg, options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::move(*c);
+}
+
+TEST(ClientRetryTest, HonoursRetryAfterOn429ThenSucceeds) {
+  CannedHttpServer server({{429, kTooMany, "Retry-After: 1\r\n"}, {200, kNode, ""}});
+  auto client = ClientFor(server);
+  auto node = client->Get(Node::kResource, "", "n1");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)["metadata"]["name"], "n1");
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].first, "GET /api/v1/nodes/n1 HTTP/1.1");
+  EXPECT_GE(reqs[1].second - reqs[0].second, absl::Milliseconds(900));
+}
+
+TEST(ClientRetryTest, GivesUpAfterMaxRetriesWithTheReason) {
+  CannedHttpServer server({{429, kTooMany, "Retry-After: 0\r\n"}});
+  auto client = ClientFor(server, {.max_retries = 2});
+  auto node = client->Get(Node::kResource, "", "n1");
+  EXPECT_TRUE(IsTooManyRequests(node.status())) << node.status();
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
+TEST(ClientRetryTest, DoesNotRetryOtherErrors) {
+  CannedHttpServer server(
+      {{409, R"({"kind":"Status","reason":"Conflict","message":"changed"})", ""}});
+  auto client = ClientFor(server);
+  auto r = client->Update(Node::kResource, "", nlohmann::json::parse(kNode));
+  EXPECT_TRUE(IsConflict(r.status())) << r.status();
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(ClientRetryTest, RateLimiterSpacesRequestsBeyondTheBurst) {
+  CannedHttpServer server({{200, kNode, ""}});
+  auto client = ClientFor(server, {.qps = 10, .burst = 2});
+  absl::Time start = absl::Now();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client->Get(Node::kResource, "", "n1").ok());
+  // 2 requests ride the burst, the next 3 wait ~100 ms each.
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+}
+
+TEST(ClientRetryTest, NonJsonSuccessBodyIsAnError) {
+  CannedHttpServer server({{200, "not json", ""}});
+  auto client = ClientFor(server);
+  auto r = client->Get(Node::kResource, "", "n1");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("get nodes n1"));
+}
+
+}  // namespace
+}  // namespace dra::k8s
