@@ -1,8 +1,8 @@
 #include "lib/k8s/reflector.h"
 
 #include <algorithm>
-#include <random>
 
+#include "lib/common/backoff.h"
 #include "lib/common/log.h"
 #include "lib/k8s/errors.h"
 
@@ -37,14 +37,7 @@ void Reflector::Stop() {
 bool Reflector::Pause(absl::Duration d) { return !stop_.WaitForNotificationWithTimeout(d); }
 
 void Reflector::Run() {
-  std::minstd_rand rng(std::random_device{}());
-  absl::Duration backoff = kInitialBackoff;
-  auto next_backoff = [&]() {
-    // Full jitter in [backoff/2, backoff], doubling up to the cap.
-    absl::Duration d = backoff / 2 + (backoff / 2) * (static_cast<double>(rng() % 1000) / 1000.0);
-    backoff = std::min(backoff * 2, kMaxBackoff);
-    return d;
-  };
+  Backoff backoff({.initial = kInitialBackoff, .max = kMaxBackoff, .jitter = 0.5});
   std::string rv;
   bool need_list = true;
   while (!stopped()) {
@@ -54,7 +47,7 @@ void Reflector::Run() {
       auto list = client_->ListAll(resource_, ns_, opts);
       if (!list.ok()) {
         DRA_WARNING("list failed; retrying", "resource", resource_.plural, "err", list.status());
-        if (!Pause(next_backoff())) return;
+        if (!Pause(backoff.Next())) return;
         continue;
       }
       ++lists_;
@@ -63,7 +56,7 @@ void Reflector::Run() {
       for (auto& item : (*list)["items"]) items.push_back(std::move(item));
       sink_.replace(std::move(items));
       need_list = false;
-      backoff = kInitialBackoff;
+      backoff.Reset();
     }
     ++watches_;
     WatchOptions wo{.label_selector = selectors_.label_selector,
@@ -92,14 +85,14 @@ void Reflector::Run() {
     if (!s.ok()) {
       DRA_VLOG(1, "watch ended with error; resuming", "resource", resource_.plural, "rv", rv, "err",
                s);
-      if (!Pause(next_backoff())) return;
+      if (!Pause(backoff.Next())) return;
       continue;
     }
     if (got_event) {
-      backoff = kInitialBackoff;
+      backoff.Reset();
     } else if (absl::Now() - watch_start < absl::Seconds(1)) {
       // A server that ends every watch at once must not be hammered.
-      if (!Pause(next_backoff())) return;
+      if (!Pause(backoff.Next())) return;
     }
   }
 }
