@@ -26,6 +26,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # the local cluster and tests
   openssl curl jq bats iproute2 psmisc procps util-linux
+  # the local nodes (hack/cluster/node.sh: containerd's runtime and pod network) and the busybox of
+  # their workload image (hack/images)
+  runc containernetworking-plugins busybox-static
 )
 
 NEED_UPDATE=0

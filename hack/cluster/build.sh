@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components (kube-apiserver, kube-scheduler, kube-controller-manager,
-# kubelet, kubectl) and etcd from the Go module proxy into the cache folder (lib.sh). A component
-# whose binary exists and whose build inputs are unchanged is not rebuilt.
+# kubelet, kubectl), etcd and containerd (daemon, runc shim, ctr) from the Go module proxy into the
+# cache folder (lib.sh). A component whose binary exists and whose build inputs are unchanged is not
+# rebuilt. Usage: build.sh [all|etcd|k8s|containerd]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -47,6 +48,15 @@ done
 what=${1:-all}
 if [[ $what == all || $what == etcd ]]; then
   build_module etcd "$ETCD_BIN_DIR" "-s -w" go.etcd.io/etcd/server/v3
+fi
+if [[ $what == all || $what == containerd ]]; then
+  # CGO stays off (as for the shim upstream): that only drops the btrfs snapshotter, unused here.
+  pkg=github.com/containerd/containerd/v2
+  grep -q "^require $pkg $CONTAINERD_VERSION\$" "$HACK_CLUSTER_DIR/containerd/go.mod" ||
+    die "hack/cluster/containerd/go.mod does not require $pkg $CONTAINERD_VERSION (lib.sh)"
+  build_module containerd "$CONTAINERD_BIN_DIR" \
+    "-s -w -X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Package=$pkg" \
+    $pkg/cmd/containerd $pkg/cmd/containerd-shim-runc-v2 $pkg/cmd/ctr
 fi
 if [[ $what == all || $what == k8s ]]; then
   build_module k8s "$K8S_BIN_DIR" "$k8s_ldflags" \

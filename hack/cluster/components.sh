@@ -38,6 +38,8 @@ cmd_kube_apiserver() {
     --requestheader-extra-headers-prefix=X-Remote-Extra-
     --proxy-client-cert-file="$PKI_DIR/front-proxy-client.crt"
     --proxy-client-key-file="$PKI_DIR/front-proxy-client.key"
+    # The kubelet API (logs, exec) at the node's InternalIP: node names do not resolve here.
+    --kubelet-preferred-address-types=InternalIP,Hostname
     --kubelet-client-certificate="$PKI_DIR/apiserver-kubelet-client.crt"
     --kubelet-client-key="$PKI_DIR/apiserver-kubelet-client.key"
     --service-account-key-file="$PKI_DIR/sa.pub"
@@ -88,6 +90,7 @@ cmd_kube_scheduler() {
 
 health_url() {
   case $1 in
+    */*) node_health_url "$1" ;;
     etcd) echo "http://127.0.0.1:$ETCD_CLIENT_PORT/health" ;;
     kube-apiserver) echo "https://127.0.0.1:$APISERVER_PORT/readyz" ;;
     kube-controller-manager) echo "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" ;;
@@ -109,6 +112,7 @@ component_port() {
 # admin certificate and the cluster CA; the others serve self-signed certificates (hence -k) and
 # allow /healthz to anonymous callers.
 component_healthy() {
+  [[ $1 != */* ]] || { node_component_healthy "$1"; return; }
   local url; url=$(health_url "$1") || return 1
   local body
   case $1 in

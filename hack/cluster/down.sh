@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Stops everything up.sh started (SIGTERM, SIGKILL after a grace period) and checks that no cluster
-# process is left. --purge also removes $CLUSTER_DIR (certificates, etcd data, logs). Idempotent.
+# Stops everything up.sh and node.sh started (SIGTERM, SIGKILL after a grace period) and checks that
+# no cluster process is left. --purge also removes $CLUSTER_DIR (certificates, etcd data, logs).
+# Idempotent.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -63,6 +64,8 @@ verify_none_left() {
 }
 
 main() {
+  # Nodes first, while the API server can still take their Node objects away.
+  "$HACK_CLUSTER_DIR/node.sh" down
   # Taken even when $CLUSTER_DIR is gone: someone may have removed it under a running cluster.
   exec 9>"$CLUSTER_DIR.lock"
   flock -w 600 9 || die "another up.sh/down.sh holds $CLUSTER_DIR.lock"

@@ -3,10 +3,13 @@
 # can be overridden from the environment.
 K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
+# The containerd the local nodes run; must match hack/cluster/containerd/go.mod.
+CONTAINERD_VERSION=v2.4.2
 # Builds live outside the source tree so that a fresh clone reuses them and rebuilds are instant.
 DRA_CACHE_DIR=${DRA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dra-driver-nvidia-gpu}
 K8S_BIN_DIR=$DRA_CACHE_DIR/k8s-$K8S_VERSION/bin
 ETCD_BIN_DIR=$DRA_CACHE_DIR/etcd-$ETCD_VERSION/bin
+CONTAINERD_BIN_DIR=$DRA_CACHE_DIR/containerd-$CONTAINERD_VERSION/bin
 # Runtime state of the local cluster (certificates, etcd data, logs, pids, kubeconfig).
 CLUSTER_DIR=${DRA_CLUSTER_DIR:-/tmp/dra-cluster}
 KUBECONFIG_PATH=$CLUSTER_DIR/admin.kubeconfig
@@ -22,6 +25,14 @@ CONTROLLER_MANAGER_PORT=${DRA_CONTROLLER_MANAGER_PORT:-10257}
 SERVICE_CIDR=${DRA_SERVICE_CIDR:-10.96.0.0/16}
 SERVICE_FIRST_IP=${DRA_SERVICE_FIRST_IP:-10.96.0.1}
 SA_ISSUER=https://kubernetes.default.svc.cluster.local
+# Images of the local nodes (hack/images, built by images.sh, imported into every node's
+# containerd): the sandbox image and a small glibc + busybox image for test pods. No registry
+# serves them, so pods must use imagePullPolicy: Never (or IfNotPresent).
+PAUSE_IMAGE=localhost/dra-pause:v1
+WORKLOAD_IMAGE=localhost/dra-workload:v1
+IMAGES_DIR=$DRA_CACHE_DIR/images
+# Otherwise every ctr call warns that cgroup v1 (this VM) is deprecated.
+export CONTAINERD_SUPPRESS_DEPRECATION_WARNINGS=true
 # Optional extra gates for every component, e.g. DRADeviceTaintRules=true (spec section 5.3).
 FEATURE_GATES=${DRA_FEATURE_GATES:-}
 # Seconds to wait for one component to turn healthy before giving up.
@@ -37,9 +48,13 @@ elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }
 die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------------------------------------------
-# Processes. A pid file holds the pid of the component itself (not of a wrapper).
+# Processes. A pid file holds the pid of the component itself (not of a wrapper). A component name
+# is its binary's name, optionally under a node folder ("dra-node-1/kubelet", see node.sh);
+# cmd_<binary> gets the full name as $1 and fills CMD, plus CMD_PREFIX for a wrapper that execs
+# the binary in place (nsenter), so the pid stays the component's.
 
 pid_file() { echo "$RUN_DIR/$1.pid"; }
+cmd_fn() { local b=${1##*/}; echo "cmd_${b//-/_}"; }
 
 # Prints the component's pid when its pid file names a live process running the expected binary
 # (guards against pid reuse after a reboot or a crash).
@@ -48,15 +63,16 @@ component_pid() {
   [[ -s $f ]] || return 1
   pid=$(<"$f")
   [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") == *"/$1 "* ]] || return 1
+  [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") == *"/${1##*/} "* ]] || return 1
   echo "$pid"
 }
 
 # Why a running component no longer matches what up.sh would start: its flags changed in this file,
 # or build.sh replaced its binary (the running inode then shows as deleted). Prints nothing if current.
 component_drift() {
-  local pid=$1 name=$2 fn=cmd_${2//-/_}
-  "$fn"
+  local pid=$1 name=$2 fn; fn=$(cmd_fn "$2")
+  CMD_PREFIX=()
+  "$fn" "$name"
   [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") == "${CMD[*]} " ]] || { echo "flags changed"; return 0; }
   [[ $(readlink "/proc/$pid/exe" 2>/dev/null) != *" (deleted)" ]] || echo "binary rebuilt"
 }
@@ -68,14 +84,15 @@ port_in_use() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 # The inner bash records its own pid and then execs, so the pid file names the component itself
 # whether or not setsid had to fork.
 start_component() {
-  local name=$1 fn=cmd_${1//-/_}
-  "$fn"
-  mkdir -p "$RUN_DIR" "$LOG_DIR"
+  local name=$1 fn; fn=$(cmd_fn "$1")
+  CMD_PREFIX=()
+  "$fn" "$name"
   local pidf log; pidf=$(pid_file "$name"); log=$LOG_DIR/$name.log
+  mkdir -p "${pidf%/*}" "${log%/*}"
   rm -f "$pidf"
   printf '==== %s starting %s\n' "$(date -Is)" "${CMD[*]}" >>"$log"
   # 9>&-: the up/down lock must not be inherited, or the component would hold it for its lifetime.
-  (setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$pidf" "${CMD[@]}" >>"$log" 2>&1 </dev/null 9>&- &)
+  (setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$pidf" "${CMD_PREFIX[@]}" "${CMD[@]}" >>"$log" 2>&1 </dev/null 9>&- &)
   # Wait for the exec, so that component_pid (which checks the command line) sees the component.
   local i
   for i in $(seq 50); do component_pid "$name" >/dev/null && return 0; sleep 0.1; done

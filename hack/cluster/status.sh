@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prints each control-plane component as up or down; exits 0 only when all are healthy.
+# Prints each control-plane component (and local node, if any) as up or down; exits 0 only when all
+# are healthy.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -18,4 +19,6 @@ for c in "${COMPONENTS[@]}"; do
   fi
 done
 ((rc == 0)) && echo "kubeconfig: $KUBECONFIG_PATH"
+# Local nodes, when there are any (node.sh).
+if compgen -G "$RUN_DIR/dra-node-*" >/dev/null; then "$HACK_CLUSTER_DIR/node.sh" status || rc=1; fi
 exit "$rc"

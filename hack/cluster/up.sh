@@ -3,6 +3,7 @@
 # kube-scheduler) on 127.0.0.1 for the integration and e2e tests. Idempotent: a healthy cluster is
 # left alone, missing or unhealthy components are (re)started, certificates are created only when
 # missing. Afterwards `source $CLUSTER_DIR/env.sh` points kubectl at it.
+#   --nodes N  also start N local nodes (containerd + kubelet, see node.sh), N=0 none (default).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_CLUSTER_DIR/pki.sh"
@@ -85,7 +86,13 @@ verify_cluster() {
 }
 
 main() {
-  local c
+  local c nodes=0
+  case ${1:-} in
+    --nodes) nodes=${2:?--nodes needs a number} ;;
+    --nodes=*) nodes=${1#*=} ;;
+    "") ;;
+    *) die "usage: $0 [--nodes N]" ;;
+  esac
   mkdir -p "$CLUSTER_DIR"
   # One up/down at a time; the lock lives beside CLUSTER_DIR because down.sh --purge removes it.
   exec 9>"$CLUSTER_DIR.lock"
@@ -96,6 +103,7 @@ main() {
   if all_healthy; then
     write_token_kubeconfig
     progress "cluster already up and healthy (kubeconfig $KUBECONFIG_PATH); token refreshed, $(elapsed "$start_time")"
+    start_nodes "$nodes"
     return 0
   fi
 
@@ -113,6 +121,14 @@ main() {
   write_token_kubeconfig
   verify_cluster
   progress "cluster up in $(elapsed "$start_time"): export KUBECONFIG=$KUBECONFIG_PATH (or source $CLUSTER_DIR/env.sh)"
+  start_nodes "$nodes"
+}
+
+# node.sh takes the up/down lock itself, and need not check the control plane again.
+start_nodes() {
+  (($1 > 0)) || return 0
+  exec 9>&-
+  DRA_CONTROL_PLANE_CHECKED=1 exec "$HACK_CLUSTER_DIR/node.sh" up --nodes "$1"
 }
 
 main "$@"

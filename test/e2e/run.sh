@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the e2e scenarios (test/e2e/*.bats, or the files given) against the local cluster and nodes,
+# which must already be up:   hack/cluster/up.sh --nodes 2 && test/e2e/run.sh
+# Prints TAP, then one summary line "e2e: N passed, N failed, N skipped"; exits non-zero on any
+# failure. Needs root (mknod, nsenter into the nodes' mount namespaces).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$ROOT/hack/cluster/lib.sh"
+
+"$ROOT/hack/cluster/status.sh" >/dev/null 2>&1 && [[ -s $CLUSTER_DIR/nodes.env ]] || {
+  "$ROOT/hack/cluster/status.sh" >&2 || true
+  die "e2e: the cluster and its nodes must be up first: hack/cluster/up.sh --nodes 2"
+}
+(($# > 0)) || set -- "$ROOT"/test/e2e/*.bats
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+rc=0
+bats --tap "$@" | tee "$out" || rc=$?
+passed=$(grep -Ec '^ok [0-9]+ ' "$out" || true)
+skipped=$(grep -Ec '^ok [0-9]+ .*# skip' "$out" || true)
+failed=$(grep -Ec '^not ok ' "$out" || true)
+echo "e2e: $((passed - skipped)) passed, $failed failed, $skipped skipped"
+exit "$rc"
