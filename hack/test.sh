@@ -37,7 +37,7 @@ started_cluster=0
 if ! hack/cluster/status.sh >/dev/null 2>&1; then
   started_cluster=1
 fi
-hack/cluster/up.sh
+hack/cluster/up.sh --nodes 2
 cleanup() {
   if [[ $started_cluster == 1 && ${DRA_KEEP_CLUSTER:-0} != 1 ]]; then
     step "stopping the local control plane"
@@ -46,9 +46,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step "unit and integration tests"
 export DRA_CLUSTER_DIR=$CLUSTER_DIR
-# Integration tests are RUN_SERIAL (they share one API server); unit tests run in parallel.
-ctest --test-dir build/default --output-on-failure -j "$JOBS"
+ctest_log=$(mktemp) e2e_log=$(mktemp)
+rc=0
 
+step "unit and integration tests"
+# Integration tests are RUN_SERIAL (they share one API server); unit tests run in parallel.
+ctest --test-dir build/default --output-on-failure -j "$JOBS" 2>&1 | tee "$ctest_log" || rc=1
+
+step "end-to-end scenarios on the local nodes"
+test/e2e/run.sh 2>&1 | tee "$e2e_log" || rc=1
+
+# One closing line for everything: ctest's "N tests failed out of M" plus the e2e summary.
+read -r c_failed c_total < <(sed -nE 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1 \2/p' \
+  "$ctest_log" | tail -n 1)
+read -r e_passed e_failed e_skipped < <(sed -nE \
+  's/^e2e: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/p' "$e2e_log" | tail -n 1)
+c_failed=${c_failed:-1} c_total=${c_total:-0} e_passed=${e_passed:-0} e_failed=${e_failed:-1}
+rm -f "$ctest_log" "$e2e_log"
 step "done in $((SECONDS - start))s"
+echo "all: $((c_total - c_failed + e_passed)) passed, $((c_failed + e_failed)) failed, ${e_skipped:-0} skipped"
+exit "$rc"
