@@ -1,0 +1,158 @@
+// The driver's gate table: names, stages, defaults, and every dependency and exclusion.
+
+#include "lib/api/driver_gates.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/api/test_util.h"
+
+namespace dra::api {
+namespace {
+
+using ::dra::api::testing::Gates;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct GateRow {
+  const char* name;
+  FeatureStage stage;
+  bool default_value;
+};
+
+// spec/gpu-driver.md section 4, plus the logging gates the Go registry also holds.
+const GateRow kExpectedGates[] = {
+    {"TimeSlicingSettings", FeatureStage::kAlpha, false},
+    {"MPSSupport", FeatureStage::kAlpha, false},
+    {"IMEXDaemonsWithDNSNames", FeatureStage::kBeta, true},
+    {"PassthroughSupport", FeatureStage::kAlpha, false},
+    {"DynamicMIG", FeatureStage::kAlpha, false},
+    {"NVMLDeviceHealthCheck", FeatureStage::kAlpha, false},
+    {"ComputeDomainCliques", FeatureStage::kBeta, true},
+    {"CrashOnNVLinkFabricErrors", FeatureStage::kBeta, true},
+    {"DeviceMetadata", FeatureStage::kAlpha, false},
+    {"DRAListTypeAttributes", FeatureStage::kAlpha, false},
+    {"FabricManagerPartitioning", FeatureStage::kAlpha, false},
+    {"HostManagedIMEXDaemon", FeatureStage::kAlpha, false},
+    {"ConsumableShares", FeatureStage::kAlpha, false},
+    {"ContextualLogging", FeatureStage::kBeta, true},
+    {"LoggingAlphaOptions", FeatureStage::kAlpha, false},
+    {"LoggingBetaOptions", FeatureStage::kBeta, true},
+};
+
+class ApiGateTableTest : public ::testing::TestWithParam<GateRow> {};
+
+TEST_P(ApiGateTableTest, RegisteredWithStageAndDefault) {
+  const GateRow& row = GetParam();
+  auto gates = Gates();
+  EXPECT_TRUE(gates->IsKnown(row.name));
+  EXPECT_EQ(gates->Enabled(row.name), row.default_value);
+  // The registry prints stage and default in its help; one line per gate.
+  std::string prefix = std::string(row.name) + "=true|false (" +
+                       std::string(FeatureStageName(row.stage)) +
+                       " - default=" + (row.default_value ? "true" : "false") + ")";
+  bool found = false;
+  for (absl::string_view line : absl::StrSplit(gates->KnownGatesHelp(), '\n')) {
+    if (absl::StartsWith(line, std::string(row.name) + "=")) {
+      EXPECT_THAT(std::string(line), StartsWith(prefix));
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+  // The table the registry was built from agrees.
+  bool in_table = false;
+  for (const DriverGate& gate : DriverGates()) {
+    if (gate.name != row.name) continue;
+    in_table = true;
+    EXPECT_EQ(gate.stage, row.stage);
+    EXPECT_EQ(gate.default_value, row.default_value);
+  }
+  EXPECT_TRUE(in_table);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, ApiGateTableTest, ::testing::ValuesIn(kExpectedGates),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ApiDriverGatesTest, NoOtherGates) {
+  EXPECT_EQ(DriverGates().size(), std::size(kExpectedGates));
+  auto gates = Gates();
+  // ToMap also lists AllAlpha and AllBeta.
+  EXPECT_EQ(gates->ToMap().size(), std::size(kExpectedGates) + 2);
+}
+
+TEST(ApiDriverGatesTest, DefaultsSatisfyTheRules) {
+  auto gates = Gates();
+  EXPECT_TRUE(gates->Validate().ok());
+}
+
+TEST(ApiDriverGatesTest, RegisteringTwiceFails) {
+  auto gates = Gates();
+  EXPECT_EQ(RegisterDriverFeatureGates(*gates).code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(ApiDriverGatesTest, UnknownGateIsAnError) {
+  FeatureGates gates;
+  ASSERT_TRUE(RegisterDriverFeatureGates(gates).ok());
+  absl::Status status = gates.Set("TimeSlicing=true");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("unknown feature gate \"TimeSlicing\""));
+}
+
+struct RuleRow {
+  std::string name;
+  std::string spec;     // applied with Set on top of the defaults
+  std::string message;  // "" = accepted
+};
+
+const RuleRow kRuleRows[] = {
+    {"CliquesRequireDnsNames", "IMEXDaemonsWithDNSNames=false",
+     "feature gate ComputeDomainCliques requires IMEXDaemonsWithDNSNames to also be enabled"},
+    {"CliquesOffWithoutDnsNames", "IMEXDaemonsWithDNSNames=false,ComputeDomainCliques=false", ""},
+    {"DeviceMetadataRequiresPassthrough", "DeviceMetadata=true",
+     "feature gate DeviceMetadata requires PassthroughSupport to also be enabled"},
+    {"DeviceMetadataWithPassthrough", "DeviceMetadata=true,PassthroughSupport=true", ""},
+    {"DynamicMigExcludesPassthrough", "DynamicMIG=true,PassthroughSupport=true",
+     "feature gate DynamicMIG is currently mutually exclusive with PassthroughSupport"},
+    {"DynamicMigExcludesHealthCheck", "DynamicMIG=true,NVMLDeviceHealthCheck=true",
+     "feature gate DynamicMIG is currently mutually exclusive with NVMLDeviceHealthCheck"},
+    {"DynamicMigExcludesMps", "DynamicMIG=true,MPSSupport=true",
+     "feature gate DynamicMIG is currently mutually exclusive with MPSSupport"},
+    {"PassthroughExcludesHealthCheck", "PassthroughSupport=true,NVMLDeviceHealthCheck=true",
+     "feature gate PassthroughSupport is currently mutually exclusive with NVMLDeviceHealthCheck"},
+    // Documented as exclusive, not enforced by the Go code (spec 9.4 #1).
+    {"MpsWithHealthCheckAllowed", "MPSSupport=true,NVMLDeviceHealthCheck=true", ""},
+    {"DynamicMigWithTimeSlicing", "DynamicMIG=true,TimeSlicingSettings=true", ""},
+    {"AllSharingGates", "TimeSlicingSettings=true,MPSSupport=true,ConsumableShares=true", ""},
+    {"PassthroughStack",
+     "PassthroughSupport=true,DeviceMetadata=true,FabricManagerPartitioning=true", ""},
+    {"TrailingCommaAccepted", "MPSSupport=true,", ""},
+};
+
+class ApiGateRuleTest : public ::testing::TestWithParam<RuleRow> {};
+
+TEST_P(ApiGateRuleTest, Enforced) {
+  const RuleRow& row = GetParam();
+  FeatureGates gates;
+  ASSERT_TRUE(RegisterDriverFeatureGates(gates).ok());
+  absl::Status status = gates.Set(row.spec);
+  if (row.message.empty()) {
+    EXPECT_TRUE(status.ok()) << status;
+    return;
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), row.message);
+  // The webhook reads gates without the rules, as the Go webhook does.
+  FeatureGates webhook;
+  ASSERT_TRUE(RegisterDriverFeatureGates(webhook).ok());
+  EXPECT_TRUE(webhook.SetWithoutConstraintChecks(row.spec).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, ApiGateRuleTest, ::testing::ValuesIn(kRuleRows),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace dra::api
