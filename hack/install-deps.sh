@@ -24,6 +24,8 @@ PACKAGES=(
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # NVIDIA's official nvml.h (non-free), read only by the NVML ABI conformance test
+  libnvidia-ml-dev
   # the local cluster and tests
   openssl curl jq bats iproute2 psmisc procps util-linux
   # the local nodes (hack/cluster/node.sh: containerd's runtime and pod network) and the busybox of

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Creates (or refreshes) a mock NVIDIA driver root for a node profile:
+#
+#   <dir>/usr/lib/<arch>-linux-gnu/libnvidia-ml.so.<driver version>   the mock NVML library
+#   <dir>/usr/lib/<arch>-linux-gnu/libnvidia-ml.so.1 -> libnvidia-ml.so.<driver version>
+#   <dir>/usr/bin/nvidia-smi                                           the fake nvidia-smi
+#   <dir>/var/lib/mock-nvml/profile.json                               the node profile
+#   <dir>/var/lib/mock-nvml/state.json, state.lock                     mutable state (by the mock)
+#   <dir>/dev/nvidiactl, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia<minor>...
+#   <dir>/dev/nvidia-caps/nvidia-cap<N>                                MIG capabilities (by the mock)
+#   <dir>/proc/devices, <dir>/proc/driver/nvidia/...,
+#   <dir>/proc/driver/nvidia-caps/mig-minors                           (by the mock, see
+#                                                                       mock-nvml/materialize.h)
+#
+# Only libnvidia-ml.so.1 is created, no libnvidia-ml.so: the product looks for the .so.1 name
+# only (spec §2.1), and the versioned file behind the link is what a real driver installs.
+# Device nodes are character devices with the driver's numbers when run as root (195 for
+# nvidia*, the mock's /proc/devices majors for nvidia-uvm and nvidia-caps), else empty files.
+#
+# Usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--reset-state] <profile> <dir>
+#   <profile>      a profile file, or a name under test/doubles/profiles/ (e.g. h100-8x)
+#   --lib PATH     the built mock library (default: $MOCK_NVML_LIBRARY, else
+#                  build/default/test/doubles/mock-nvml/libnvidia-ml.so.1 in this checkout)
+#   --smi PATH     the built fake nvidia-smi (default: $MOCK_NVIDIA_SMI, else
+#                  build/default/test/doubles/nvidia-smi/nvidia-smi)
+#   --reset-state  forget MIG instances and settings changed since the profile was installed
+#
+# Idempotent: running it again leaves the same tree. state.json is kept unless --reset-state is
+# given or the profile differs from the installed one.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+lib=${MOCK_NVML_LIBRARY:-$repo/build/default/test/doubles/mock-nvml/libnvidia-ml.so.1}
+smi=${MOCK_NVIDIA_SMI:-$repo/build/default/test/doubles/nvidia-smi/nvidia-smi}
+reset_state=0
+
+die() {
+  echo "make-driver-root: $*" >&2
+  exit 1
+}
+
+args=()
+while (($#)); do
+  case $1 in
+    --lib) lib=${2:?--lib needs a path}; shift 2 ;;
+    --smi) smi=${2:?--smi needs a path}; shift 2 ;;
+    --reset-state) reset_state=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) die "unknown option $1" ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+((${#args[@]} == 2)) || die "usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--reset-state] <profile> <dir>"
+
+profile=${args[0]}
+if [[ ! -f $profile ]]; then
+  profile=$here/profiles/${profile%.json}.json
+fi
+[[ -f $profile ]] || die "no profile ${args[0]} (looked in $here/profiles/)"
+[[ -f $lib ]] || die "no mock library at $lib (build the mock_nvml target, or pass --lib)"
+[[ -f $smi ]] || die "no fake nvidia-smi at $smi (build the nvidia_smi target, or pass --smi)"
+
+mkdir -p "${args[1]}"
+root=$(cd "${args[1]}" && pwd)
+
+case $(uname -m) in
+  aarch64) libdir=$root/usr/lib/aarch64-linux-gnu ;;
+  *) libdir=$root/usr/lib/x86_64-linux-gnu ;;
+esac
+
+version=$(sed -n 's/^[[:space:]]*"driver_version":[[:space:]]*"\([^"]*\)".*/\1/p' "$profile" | head -n1)
+[[ -n $version ]] || die "profile $profile has no driver_version"
+
+# install_file SRC DEST MODE: copies without debug info (when strip exists), replacing DEST
+# atomically so that a process using the old file keeps a consistent view.
+install_file() {
+  local tmp="$2.tmp.$$"
+  if command -v strip >/dev/null 2>&1 && strip --strip-debug -o "$tmp" "$1" 2>/dev/null; then
+    :
+  else
+    cp "$1" "$tmp"
+  fi
+  chmod "$3" "$tmp"
+  mv -f "$tmp" "$2"
+}
+
+mkdir -p "$libdir" "$root/usr/bin" "$root/var/lib/mock-nvml" "$root/dev" "$root/proc/driver/nvidia"
+
+install_file "$lib" "$libdir/libnvidia-ml.so.$version" 0755
+for old in "$libdir"/libnvidia-ml.so.*.*; do  # a library of another driver version
+  if [[ -e $old && $old != "$libdir/libnvidia-ml.so.$version" ]]; then
+    rm -f "$old"
+  fi
+done
+ln -sfn "libnvidia-ml.so.$version" "$libdir/libnvidia-ml.so.1"
+install_file "$smi" "$root/usr/bin/nvidia-smi" 0755
+
+if ! cmp -s "$profile" "$root/var/lib/mock-nvml/profile.json"; then
+  cp "$profile" "$root/var/lib/mock-nvml/profile.json.tmp.$$"
+  mv -f "$root/var/lib/mock-nvml/profile.json.tmp.$$" "$root/var/lib/mock-nvml/profile.json"
+  reset_state=1  # state of another profile means nothing for this one
+fi
+if ((reset_state)); then
+  rm -f "$root/var/lib/mock-nvml/state.json"
+fi
+
+# char_device PATH MAJOR MINOR
+char_device() {
+  if ((EUID == 0)); then
+    if [[ -c $1 && "$(stat -c '%t:%T' "$1")" == "$(printf '%x:%x' "$2" "$3")" ]]; then
+      return
+    fi
+    rm -f "$1"
+    mknod -m 0666 "$1" c "$2" "$3"
+  elif [[ ! -e $1 ]]; then
+    : >"$1"
+    chmod 0666 "$1"
+  fi
+}
+
+char_device "$root/dev/nvidiactl" 195 255
+char_device "$root/dev/nvidia-modeset" 195 254
+while read -r minor; do
+  char_device "$root/dev/nvidia$minor" 195 "$minor"
+done < <(grep -o '"minor":[[:space:]]*[0-9]*' "$profile" | grep -o '[0-9]*$')
+
+# The first NVML session in the root writes state.json, /proc and the nvidia-caps nodes.
+if ! out=$(env -u MOCK_NVML_ROOT -u LD_PRELOAD -u MOCK_NVML_FORCED_ERRORS \
+    "$root/usr/bin/nvidia-smi" --version 2>&1); then
+  die "the mock driver root does not work: $out"
+fi
+
+uvm_major=$(awk '$2 == "nvidia-uvm" {print $1}' "$root/proc/devices")
+[[ -n $uvm_major ]] || die "the mock wrote no nvidia-uvm entry to $root/proc/devices"
+char_device "$root/dev/nvidia-uvm" "$uvm_major" 0
+char_device "$root/dev/nvidia-uvm-tools" "$uvm_major" 1

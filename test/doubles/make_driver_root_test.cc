@@ -1,0 +1,143 @@
+// make-driver-root.sh: the layout it creates, device node types and numbers, idempotence, state
+// handling and errors.
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/doubles/mock-nvml/caps_minors.h"
+#include "test/doubles/testing/mock_driver_root.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every path under `root` with its type, mode and device numbers (not times or contents).
+std::map<std::string, std::string> Snapshot(const std::string& root) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    struct stat st;
+    if (::lstat(entry.path().c_str(), &st) != 0) continue;  // vanished meanwhile
+    std::string what = std::to_string(st.st_mode);
+    if (S_ISCHR(st.st_mode)) {
+      what += " " + std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev));
+    }
+    if (S_ISLNK(st.st_mode)) what += " -> " + fs::read_symlink(entry.path()).string();
+    if (S_ISREG(st.st_mode) && entry.path().string().find("/proc/") != std::string::npos) {
+      what += " " + Read(entry.path());
+    }
+    out[entry.path().string().substr(root.size())] = what;
+  }
+  return out;
+}
+
+void ExpectCharDevice(const std::string& path, unsigned int major_number,
+                      unsigned int minor_number) {
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+  if (::geteuid() != 0) {
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << path;  // placeholders without privileges
+    return;
+  }
+  ASSERT_TRUE(S_ISCHR(st.st_mode)) << path;
+  EXPECT_EQ(major(st.st_rdev), major_number) << path;
+  EXPECT_EQ(minor(st.st_rdev), minor_number) << path;
+}
+
+TEST(MakeDriverRootTest, Layout) {
+  dra::testing::TempDir dir;
+  const std::string root = dir.path() + "/root";  // created by the script
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("a100-mig-4x", root).ok());
+  const std::string lib = root + "/usr/lib/x86_64-linux-gnu";
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(lib + "/libnvidia-ml.so.580.126.20")));
+  EXPECT_EQ(fs::read_symlink(lib + "/libnvidia-ml.so.1"), "libnvidia-ml.so.580.126.20");
+  EXPECT_FALSE(fs::exists(lib + "/libnvidia-ml.so"));
+  EXPECT_EQ(::access((root + "/usr/bin/nvidia-smi").c_str(), X_OK), 0);
+  EXPECT_EQ(Read(root + "/var/lib/mock-nvml/profile.json"),
+            Read(dra::testing::ProfilePath("a100-mig-4x")));
+  EXPECT_TRUE(fs::exists(root + "/var/lib/mock-nvml/state.json"));
+
+  ExpectCharDevice(root + "/dev/nvidiactl", 195, 255);
+  ExpectCharDevice(root + "/dev/nvidia-modeset", 195, 254);
+  ExpectCharDevice(root + "/dev/nvidia-uvm", mock_nvml::kNvidiaUvmMajor, 0);
+  ExpectCharDevice(root + "/dev/nvidia-uvm-tools", mock_nvml::kNvidiaUvmMajor, 1);
+  for (unsigned int minor_number = 0; minor_number < 4; ++minor_number) {
+    ExpectCharDevice(root + "/dev/nvidia" + std::to_string(minor_number), 195, minor_number);
+  }
+  EXPECT_FALSE(fs::exists(root + "/dev/nvidia4"));
+  ExpectCharDevice(root + "/dev/nvidia-caps/nvidia-cap1", mock_nvml::kNvidiaCapsMajor, 1);
+  // GPU 0's first GI (id 1) and its CI 0.
+  const unsigned int gi_minor = mock_nvml::GiAccessMinor(0, 1);
+  ExpectCharDevice(root + "/dev/nvidia-caps/nvidia-cap" + std::to_string(gi_minor),
+                   mock_nvml::kNvidiaCapsMajor, gi_minor);
+  EXPECT_EQ(Read(root + "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/access"),
+            "DeviceFileMinor: 12\nDeviceFileMode: 292\nDeviceFileModify: 1\n");
+  EXPECT_EQ(Read(root + "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/ci0/access"),
+            "DeviceFileMinor: 13\nDeviceFileMode: 292\nDeviceFileModify: 1\n");
+  EXPECT_THAT(Read(root + "/proc/driver/nvidia/capabilities/mig/config"),
+              HasSubstr("DeviceFileMinor: 1\n"));
+  EXPECT_THAT(Read(root + "/proc/driver/nvidia-caps/mig-minors"),
+              HasSubstr("gpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"));
+  EXPECT_THAT(Read(root + "/proc/devices"), HasSubstr("\n508 nvidia-caps\n"));
+  EXPECT_THAT(Read(root + "/proc/devices"), HasSubstr("\n510 nvidia-uvm\n"));
+  const std::string info = Read(root + "/proc/driver/nvidia/gpus/0000:07:00.0/information");
+  EXPECT_THAT(info, HasSubstr("Model: \t\t NVIDIA A100-SXM4-40GB\n"));
+  EXPECT_THAT(info, HasSubstr("Device Minor: \t 0\n"));
+  EXPECT_THAT(info, HasSubstr("Bus Location: \t 0000:07:00.0\n"));
+}
+
+TEST(MakeDriverRootTest, NoMigFilesWithoutMig) {
+  dra::testing::TempDir dir;
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("t4-2x", dir.path()).ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/dev/nvidia-caps"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/proc/driver/nvidia/capabilities"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/proc/driver/nvidia/gpus/0000:00:05.0/information"));
+}
+
+TEST(MakeDriverRootTest, IdempotentAndKeepsStateUnlessReset) {
+  dra::testing::TempDir dir;
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("h100-8x", dir.path()).ok());
+  const auto first = Snapshot(dir.path());
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("h100-8x", dir.path(), /*reset_state=*/false).ok());
+  EXPECT_EQ(Snapshot(dir.path()), first);
+
+  // A setting changed through NVML survives a re-run and goes away with --reset-state.
+  auto set = dra::testing::RunCommand({dir.path() + "/usr/bin/nvidia-smi", "-i", "0", "-c", "3"});
+  ASSERT_TRUE(set.ok());
+  ASSERT_EQ(set->exit_code, 0) << set->output;
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("h100-8x", dir.path(), /*reset_state=*/false).ok());
+  EXPECT_THAT(Read(dir.path() + "/var/lib/mock-nvml/state.json"), HasSubstr("\"compute_mode\": 3"));
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("h100-8x", dir.path(), /*reset_state=*/true).ok());
+  EXPECT_THAT(Read(dir.path() + "/var/lib/mock-nvml/state.json"),
+              ::testing::Not(HasSubstr("\"compute_mode\": 3")));
+}
+
+TEST(MakeDriverRootTest, ProfileByPathAndErrors) {
+  dra::testing::TempDir dir;
+  EXPECT_TRUE(
+      dra::testing::MakeMockDriverRoot(dra::testing::ProfilePath("gb200-4x"), dir.path()).ok());
+  absl::Status missing = dra::testing::MakeMockDriverRoot("no-such-profile", dir.path());
+  EXPECT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("no profile no-such-profile"));
+  auto usage = dra::testing::RunCommand({dra::testing::MakeDriverRootScript(), "t4-2x"});
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ(usage->exit_code, 1);
+  EXPECT_THAT(usage->output, HasSubstr("usage: make-driver-root.sh"));
+}
+
+}  // namespace

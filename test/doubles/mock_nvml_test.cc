@@ -1,0 +1,298 @@
+// The mock libnvidia-ml.so.1 through its raw C ABI, for the semantics the facade tests do not
+// reach: init reference counting, argument checks, versioned structs, events, broken profiles and
+// state files, the MOCK_NVML_ROOT override and concurrent callers.
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/nvml/nvml_abi.h"
+#include "nlohmann/json.hpp"
+#include "test/doubles/mock-nvml/mock_nvml_ext.h"
+#include "test/doubles/testing/mock_driver_root.h"
+
+namespace {
+
+namespace abi = dra::nvml::abi;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// The mock loaded from a driver root; each root is a separate file, so a separate library
+// instance with its own init count.
+class Raw {
+ public:
+  explicit Raw(const std::string& path) : handle_(::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {}
+  ~Raw() {
+    if (handle_ != nullptr) ::dlclose(handle_);
+  }
+  bool Loaded() const { return handle_ != nullptr; }
+  template <typename Fn>
+  Fn* Get(const char* name) {
+    return reinterpret_cast<Fn*>(::dlsym(handle_, name));
+  }
+  std::string LastError() { return Get<mock_nvml::MockNvmlLastErrorFn>("mockNvmlLastError")(); }
+
+ private:
+  void* handle_;
+};
+
+class MockNvmlTest : public ::testing::Test {
+ protected:
+  void Make(const std::string& profile) {
+    ASSERT_TRUE(dra::testing::MakeMockDriverRoot(profile, dir_.path()).ok());
+    raw_ = std::make_unique<Raw>(LibraryPath());
+    ASSERT_TRUE(raw_->Loaded()) << ::dlerror();
+    init_ = raw_->Get<abi::InitWithFlagsFn>("nvmlInitWithFlags");
+    shutdown_ = raw_->Get<abi::ShutdownFn>("nvmlShutdown");
+    handle_by_index_ = raw_->Get<abi::DeviceGetHandleByIndexFn>("nvmlDeviceGetHandleByIndex_v2");
+  }
+  std::string LibraryPath() const {
+    return dir_.path() + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1";
+  }
+  abi::DeviceHandle Gpu(unsigned int index) {
+    abi::DeviceHandle h = nullptr;
+    EXPECT_EQ(handle_by_index_(index, &h), abi::kSuccess);
+    return h;
+  }
+
+  dra::testing::TempDir dir_;
+  std::unique_ptr<Raw> raw_;
+  abi::InitWithFlagsFn* init_ = nullptr;
+  abi::ShutdownFn* shutdown_ = nullptr;
+  abi::DeviceGetHandleByIndexFn* handle_by_index_ = nullptr;
+};
+
+TEST_F(MockNvmlTest, InitIsReferenceCounted) {
+  Make("t4-2x");
+  auto count = raw_->Get<abi::DeviceGetCountFn>("nvmlDeviceGetCount_v2");
+  auto init_v1 = raw_->Get<abi::InitV2Fn>("nvmlInit");
+  unsigned int n = 0;
+  EXPECT_EQ(shutdown_(), abi::kErrorUninitialized);
+  EXPECT_EQ(count(&n), abi::kErrorUninitialized);
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  ASSERT_EQ(init_v1(), abi::kSuccess);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+  EXPECT_EQ(count(&n), abi::kSuccess);  // one reference left
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+  EXPECT_EQ(count(&n), abi::kErrorUninitialized);
+  EXPECT_EQ(shutdown_(), abi::kErrorUninitialized);
+}
+
+TEST_F(MockNvmlTest, ErrorStrings) {
+  Make("t4-2x");
+  auto text = raw_->Get<abi::ErrorStringFn>("nvmlErrorString");
+  EXPECT_STREQ(text(abi::kSuccess), "Success");
+  EXPECT_STREQ(text(abi::kErrorNotSupported), "Not Supported");
+  EXPECT_STREQ(text(abi::kErrorInUse), "In use by another client");
+  EXPECT_STREQ(text(12345), "Unknown Error");
+}
+
+TEST_F(MockNvmlTest, ArgumentChecks) {
+  Make("a100-mig-4x");
+  ASSERT_EQ(init_(abi::kInitFlagNoGpus), abi::kSuccess);
+  auto name = raw_->Get<abi::DeviceGetStringFn>("nvmlDeviceGetName");
+  char small[4];
+  EXPECT_EQ(name(Gpu(0), small, sizeof(small)), abi::kErrorInsufficientSize);
+  int not_a_handle = 0;
+  char buffer[96];
+  EXPECT_EQ(name(reinterpret_cast<abi::DeviceHandle>(&not_a_handle), buffer, sizeof(buffer)),
+            abi::kErrorInvalidArgument);
+  EXPECT_EQ(name(Gpu(0), nullptr, 0), abi::kErrorInvalidArgument);
+
+  auto placements = raw_->Get<abi::DeviceGetGpuInstancePossiblePlacementsFn>(
+      "nvmlDeviceGetGpuInstancePossiblePlacements_v2");
+  unsigned int count = 0;
+  ASSERT_EQ(placements(Gpu(0), 19, nullptr, &count), abi::kSuccess);
+  EXPECT_EQ(count, 7u);
+  abi::GpuInstancePlacement two[2];
+  count = 2;
+  EXPECT_EQ(placements(Gpu(0), 19, two, &count), abi::kErrorInsufficientSize);
+  EXPECT_EQ(count, 7u);
+  EXPECT_EQ(placements(Gpu(0), 77, nullptr, &count), abi::kErrorInvalidArgument);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+TEST_F(MockNvmlTest, VersionedStructs) {
+  Make("gb200-4x");
+  ASSERT_EQ(init_(abi::kInitFlagNoGpus), abi::kSuccess);
+  auto memory_v2 = raw_->Get<abi::DeviceGetMemoryInfoV2Fn>("nvmlDeviceGetMemoryInfo_v2");
+  abi::MemoryV2 memory{};
+  EXPECT_EQ(memory_v2(Gpu(0), &memory), abi::kErrorArgumentVersionMismatch);
+  memory.version = abi::kMemoryV2Version;
+  ASSERT_EQ(memory_v2(Gpu(0), &memory), abi::kSuccess);
+  EXPECT_EQ(memory.total, 189471ull << 20);
+  EXPECT_EQ(memory.reserved, 1024ull << 20);
+  EXPECT_EQ(memory.used, memory.reserved);
+
+  auto fabric_v = raw_->Get<abi::DeviceGetGpuFabricInfoVFn>("nvmlDeviceGetGpuFabricInfoV");
+  abi::GpuFabricInfoV2 v2{};
+  v2.version = abi::kGpuFabricInfoV2Version;
+  ASSERT_EQ(fabric_v(Gpu(1), reinterpret_cast<abi::GpuFabricInfoV3*>(&v2)), abi::kSuccess);
+  EXPECT_EQ(v2.clique_id, 7u);
+  EXPECT_EQ(v2.state, abi::kGpuFabricStateCompleted);
+  abi::GpuFabricInfoV3 bogus{};
+  bogus.version = 42;
+  EXPECT_EQ(fabric_v(Gpu(1), &bogus), abi::kErrorArgumentVersionMismatch);
+
+  auto profile_v =
+      raw_->Get<abi::DeviceGetGpuInstanceProfileInfoVFn>("nvmlDeviceGetGpuInstanceProfileInfoV");
+  abi::GpuInstanceProfileInfoV2 profile{};
+  EXPECT_EQ(profile_v(Gpu(0), 0, &profile), abi::kErrorArgumentVersionMismatch);
+  profile.version = abi::kGpuInstanceProfileInfoV2Version;
+  ASSERT_EQ(profile_v(Gpu(0), 0, &profile), abi::kSuccess);
+  EXPECT_STREQ(profile.name, "MIG 1g.23gb");
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+TEST_F(MockNvmlTest, ComputeInstanceInfoDeviceByVersion) {
+  Make("a100-mig-4x");
+  ASSERT_EQ(init_(abi::kInitFlagNoGpus), abi::kSuccess);
+  auto gi_by_id = raw_->Get<abi::DeviceGetGpuInstanceByIdFn>("nvmlDeviceGetGpuInstanceById");
+  auto ci_by_id =
+      raw_->Get<abi::GpuInstanceGetComputeInstanceByIdFn>("nvmlGpuInstanceGetComputeInstanceById");
+  auto info_v1 = raw_->Get<abi::ComputeInstanceGetInfoFn>("nvmlComputeInstanceGetInfo");
+  auto info_v2 = raw_->Get<abi::ComputeInstanceGetInfoFn>("nvmlComputeInstanceGetInfo_v2");
+  auto is_mig = raw_->Get<abi::DeviceGetUintFn>("nvmlDeviceIsMigDeviceHandle");
+  abi::GpuInstanceHandle gi = nullptr;
+  abi::ComputeInstanceHandle ci = nullptr;
+  ASSERT_EQ(gi_by_id(Gpu(0), 1, &gi), abi::kSuccess);
+  ASSERT_EQ(ci_by_id(gi, 0, &ci), abi::kSuccess);
+  abi::ComputeInstanceInfo info{};
+  ASSERT_EQ(info_v1(ci, &info), abi::kSuccess);
+  EXPECT_EQ(info.device, Gpu(0));
+  ASSERT_EQ(info_v2(ci, &info), abi::kSuccess);
+  unsigned int mig = 0;
+  ASSERT_EQ(is_mig(info.device, &mig), abi::kSuccess);
+  EXPECT_EQ(mig, 1u);
+  EXPECT_EQ(info.gpu_instance, gi);
+  EXPECT_EQ(ci_by_id(gi, 5, &ci), abi::kErrorNotFound);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+TEST_F(MockNvmlTest, InjectedXidReachesEventWaiters) {
+  Make("h100-8x");
+  ASSERT_EQ(init_(abi::kInitFlagNoGpus), abi::kSuccess);
+  auto create = raw_->Get<abi::EventSetCreateFn>("nvmlEventSetCreate");
+  auto supported =
+      raw_->Get<abi::DeviceGetSupportedEventTypesFn>("nvmlDeviceGetSupportedEventTypes");
+  auto reg = raw_->Get<abi::DeviceRegisterEventsFn>("nvmlDeviceRegisterEvents");
+  auto wait = raw_->Get<abi::EventSetWaitFn>("nvmlEventSetWait_v2");
+  auto free_set = raw_->Get<abi::EventSetFreeFn>("nvmlEventSetFree");
+  auto inject = raw_->Get<mock_nvml::MockNvmlInjectEventFn>("mockNvmlInjectEvent");
+  auto uuid = raw_->Get<abi::DeviceGetStringFn>("nvmlDeviceGetUUID");
+  char gpu0[96], gpu1[96];
+  ASSERT_EQ(uuid(Gpu(0), gpu0, sizeof(gpu0)), abi::kSuccess);
+  ASSERT_EQ(uuid(Gpu(1), gpu1, sizeof(gpu1)), abi::kSuccess);
+
+  ASSERT_EQ(inject(gpu0, abi::kEventTypeXidCriticalError, 13, 0xffffffff, 0xffffffff),
+            abi::kSuccess);  // before the set exists: never delivered
+  abi::EventSetHandle set = nullptr;
+  ASSERT_EQ(create(&set), abi::kSuccess);
+  unsigned long long types = 0;
+  ASSERT_EQ(supported(Gpu(0), &types), abi::kSuccess);
+  EXPECT_NE(types & abi::kEventTypeXidCriticalError, 0u);
+  ASSERT_EQ(reg(Gpu(0), abi::kEventTypeXidCriticalError, set), abi::kSuccess);
+
+  abi::EventData data{};
+  EXPECT_EQ(wait(set, &data, 30), abi::kErrorTimeout);
+  ASSERT_EQ(inject(gpu1, abi::kEventTypeXidCriticalError, 31, 0xffffffff, 0xffffffff),
+            abi::kSuccess);  // a GPU not registered: skipped
+  // Another process injects through the fake nvidia-smi.
+  auto smi = dra::testing::RunCommand(
+      {dir_.path() + "/usr/bin/nvidia-smi", "--mock-inject-xid", gpu0, "79"});
+  ASSERT_TRUE(smi.ok());
+  ASSERT_EQ(smi->exit_code, 0) << smi->output;
+  ASSERT_EQ(wait(set, &data, 2000), abi::kSuccess);
+  EXPECT_EQ(data.device, Gpu(0));
+  EXPECT_EQ(data.event_type, abi::kEventTypeXidCriticalError);
+  EXPECT_EQ(data.event_data, 79u);
+  EXPECT_EQ(data.gpu_instance_id, 0xffffffffu);
+  EXPECT_EQ(wait(set, &data, 30), abi::kErrorTimeout);
+  EXPECT_EQ(free_set(set), abi::kSuccess);
+  EXPECT_EQ(free_set(set), abi::kErrorInvalidArgument);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+TEST_F(MockNvmlTest, BrokenProfileFailsInitWithTheReason) {
+  Make("t4-2x");
+  std::ofstream(dir_.path() + "/var/lib/mock-nvml/profile.json")
+      << R"({"driver_version": "1.2.3", "cuda_driver_version": 12000, "gpus": [{"name": "x"}]})";
+  EXPECT_EQ(init_(0), abi::kErrorDriverNotLoaded);
+  EXPECT_THAT(raw_->LastError(), HasSubstr("gpus[0]: missing field \"uuid\""));
+  std::filesystem::remove(dir_.path() + "/var/lib/mock-nvml/profile.json");
+  EXPECT_EQ(init_(0), abi::kErrorDriverNotLoaded);
+  EXPECT_THAT(raw_->LastError(), StartsWith("cannot read profile "));
+}
+
+TEST_F(MockNvmlTest, OverlappingInitialInstancesAreRejected) {
+  Make("a100-mig-4x");
+  std::ifstream in(dra::testing::ProfilePath("a100-mig-4x"));
+  nlohmann::json profile = nlohmann::json::parse(in);
+  profile["gpus"][3]["mig"]["instances"] =
+      nlohmann::json::parse(R"([{"profile": "7g.40gb", "placement": 0},
+                                {"profile": "1g.5gb", "placement": 3}])");
+  std::ofstream(dir_.path() + "/var/lib/mock-nvml/profile.json") << profile.dump();
+  EXPECT_EQ(init_(0), abi::kErrorDriverNotLoaded);
+  EXPECT_THAT(raw_->LastError(), HasSubstr("gpus[3].mig.instances: instance 1 cannot be created"));
+}
+
+TEST_F(MockNvmlTest, CorruptStateIsAnUnknownError) {
+  Make("a100-mig-4x");
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  std::ofstream(dir_.path() + "/var/lib/mock-nvml/state.json") << "{not json";
+  auto mig_mode = raw_->Get<abi::DeviceGetMigModeFn>("nvmlDeviceGetMigMode");
+  unsigned int current = 0, pending = 0;
+  EXPECT_EQ(mig_mode(Gpu(0), &current, &pending), abi::kErrorUnknown);
+  EXPECT_THAT(raw_->LastError(), StartsWith("corrupt " + dir_.path()));
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+TEST_F(MockNvmlTest, RootFromEnvironment) {
+  Make("t4-2x");
+  // The build-tree library has no driver root around it; MOCK_NVML_ROOT names one.
+  Raw build(dra::testing::MockNvmlLibraryPath());
+  ASSERT_TRUE(build.Loaded());
+  ::setenv("MOCK_NVML_ROOT", dir_.path().c_str(), 1);
+  const abi::Return ret = build.Get<abi::InitWithFlagsFn>("nvmlInitWithFlags")(0);
+  ::unsetenv("MOCK_NVML_ROOT");
+  ASSERT_EQ(ret, abi::kSuccess) << build.LastError();
+  unsigned int n = 0;
+  EXPECT_EQ(build.Get<abi::DeviceGetCountFn>("nvmlDeviceGetCount_v2")(&n), abi::kSuccess);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(build.Get<abi::ShutdownFn>("nvmlShutdown")(), abi::kSuccess);
+}
+
+TEST_F(MockNvmlTest, ConcurrentCallers) {
+  Make("a100-mig-4x");
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  auto name = raw_->Get<abi::DeviceGetStringFn>("nvmlDeviceGetName");
+  auto mig_mode = raw_->Get<abi::DeviceGetMigModeFn>("nvmlDeviceGetMigMode");
+  std::vector<std::thread> threads;
+  threads.reserve(8);
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        abi::DeviceHandle gpu = nullptr;
+        char text[96];
+        unsigned int current = 0, pending = 0;
+        if (handle_by_index_(static_cast<unsigned int>(t % 4), &gpu) != abi::kSuccess ||
+            name(gpu, text, sizeof(text)) != abi::kSuccess ||
+            mig_mode(gpu, &current, &pending) != abi::kSuccess) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+}  // namespace

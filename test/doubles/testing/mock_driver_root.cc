@@ -1,0 +1,106 @@
+#include "test/doubles/testing/mock_driver_root.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+
+namespace dra::testing {
+
+std::string MakeDriverRootScript() { return DRA_MAKE_DRIVER_ROOT_SCRIPT; }
+std::string MockNvmlLibraryPath() { return DRA_MOCK_NVML_LIBRARY; }
+std::string FakeNvidiaSmiPath() { return DRA_FAKE_NVIDIA_SMI; }
+std::string ProfilePath(std::string_view profile) {
+  return absl::StrCat(DRA_DOUBLES_SOURCE_DIR, "/profiles/",
+                      absl::string_view(profile.data(), profile.size()), ".json");
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string pattern =
+      absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/dra-nvml-test-XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) std::abort();  // a test cannot go on without it
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
+                                         const std::map<std::string, std::string>& env) {
+  if (argv.empty()) return absl::InvalidArgumentError("run command: empty argv");
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) merged[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const auto& [key, value] : env) merged[key] = value;
+  std::vector<std::string> env_strings;
+  env_strings.reserve(merged.size());
+  for (const auto& [key, value] : merged) env_strings.push_back(absl::StrCat(key, "=", value));
+  std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::dup2(pipe_fds[1], STDERR_FILENO);
+    ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  CommandResult result;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof(buffer))) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    result.output.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+absl::Status MakeMockDriverRoot(std::string_view profile, const std::string& dir,
+                                bool reset_state) {
+  std::vector<std::string> argv = {MakeDriverRootScript(), "--lib", MockNvmlLibraryPath(), "--smi",
+                                   FakeNvidiaSmiPath()};
+  if (reset_state) argv.push_back("--reset-state");
+  argv.push_back(std::string(profile));
+  argv.push_back(dir);
+  absl::StatusOr<CommandResult> result = RunCommand(argv);
+  if (!result.ok()) return result.status();
+  if (result->exit_code != 0) {
+    return absl::InternalError(
+        absl::StrCat("make-driver-root.sh ", absl::string_view(profile.data(), profile.size()), " ",
+                     dir, ": exit ", result->exit_code, ": ", result->output));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dra::testing
