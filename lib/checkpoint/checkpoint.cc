@@ -1,0 +1,263 @@
+#include "lib/checkpoint/checkpoint.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "lib/common/atomic_file.h"
+#include "lib/common/file_lock.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+
+namespace dra::checkpoint {
+namespace {
+
+// WriteFileAtomically's temporary files for the checkpoint: ".checkpoint.json.tmp.XXXXXX".
+constexpr absl::string_view kTempPrefix = ".checkpoint.json.tmp.";
+constexpr absl::string_view kCorruptInfix = ".corrupt-";
+
+absl::Status MakeDir(const std::string& dir) {
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    const std::string prefix = dir.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoToStatus(errno, absl::StrCat("create directory ", prefix));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Names in `dir` (not "." or ".."); errors name the directory.
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return ErrnoToStatus(errno, absl::StrCat("list ", dir));
+  std::vector<std::string> names;
+  int read_errno = 0;
+  while (true) {
+    errno = 0;
+    const dirent* entry = ::readdir(d);
+    if (entry == nullptr) {
+      read_errno = errno;
+      break;
+    }
+    absl::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(d);
+  if (read_errno != 0) return ErrnoToStatus(read_errno, absl::StrCat("list ", dir));
+  return names;
+}
+
+// Parses "<seconds>[.<n>]" after "checkpoint.json.corrupt-"; false for other names.
+bool ParseCorruptSuffix(absl::string_view suffix, std::pair<int64_t, int64_t>* key) {
+  std::vector<absl::string_view> parts = absl::StrSplit(suffix, '.');
+  if (parts.empty() || parts.size() > 2) return false;
+  int64_t seconds = 0, n = 0;
+  if (!absl::SimpleAtoi(parts[0], &seconds)) return false;
+  if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &n)) return false;
+  *key = {seconds, n};
+  return true;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+Checkpoint::Checkpoint(std::string dir, std::string boot_id, Options options)
+    : dir_(std::move(dir)),
+      path_(absl::StrCat(dir_, "/", kCheckpointFileName)),
+      lock_path_(absl::StrCat(dir_, "/", kLockFileName)),
+      boot_id_(std::move(boot_id)),
+      options_(std::move(options)),
+      clock_(options_.clock ? options_.clock : RealClock::Get()) {}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(std::string dir,
+                                                             std::string boot_id_path,
+                                                             Options options) {
+  const std::string context = absl::StrCat("open checkpoint in ", dir);
+  if (dir.empty()) return absl::InvalidArgumentError("checkpoint directory must not be empty");
+  RETURN_IF_ERROR(Annotate(MakeDir(dir), context));
+  absl::StatusOr<std::string> raw_boot_id = ReadFile(boot_id_path);
+  if (!raw_boot_id.ok()) return Annotate(raw_boot_id.status(), "read node boot ID");
+  std::string boot_id(absl::StripAsciiWhitespace(*raw_boot_id));
+  if (boot_id.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node boot ID in ", boot_id_path, " is empty"));
+  }
+  std::unique_ptr<Checkpoint> cp(new Checkpoint(std::move(dir), std::move(boot_id), options));
+
+  absl::StatusOr<FileLock> lock = FileLock::Acquire(cp->lock_path_, cp->options_.lock_timeout);
+  if (!lock.ok()) return Annotate(lock.status(), context);
+
+  // A crash between write and rename leaves a temporary file; nobody else writes while we hold
+  // the lock, so every one of them is stale.
+  absl::StatusOr<std::vector<std::string>> names = ListDir(cp->dir_);
+  if (!names.ok()) return Annotate(names.status(), context);
+  for (const std::string& name : *names) {
+    if (!absl::StartsWith(name, kTempPrefix)) continue;
+    const std::string stale = absl::StrCat(cp->dir_, "/", name);
+    if (::unlink(stale.c_str()) == 0) {
+      DRA_INFO("removed stale temporary checkpoint file", "path", stale);
+    } else if (errno != ENOENT) {
+      DRA_WARNING("could not remove stale temporary checkpoint file", "path", stale, "err",
+                  dra::ErrnoToStatus(errno, ""));
+    }
+  }
+
+  absl::StatusOr<Contents> contents = cp->LoadLocked(&cp->open_corruption_);
+  if (!contents.ok()) return Annotate(contents.status(), context);
+  if (contents->node_boot_id != cp->boot_id_) {
+    if (!contents->node_boot_id.empty()) {
+      cp->claims_invalidated_by_reboot_ = contents->claims.size();
+      DRA_INFO("invalidating checkpoint: node rebooted since it was written", "path", cp->path_,
+               "storedBootID", contents->node_boot_id, "currentBootID", cp->boot_id_,
+               "droppedClaims", contents->claims.size());
+      contents->claims.clear();
+    }
+    contents->node_boot_id = cp->boot_id_;
+    RETURN_IF_ERROR(Annotate(cp->WriteLocked(*contents), context));
+  }
+  lock->Release();
+  cp->Notify(cp->open_corruption_);
+  DRA_VLOG(2, "opened checkpoint", "path", cp->path_, "claims", contents->claims.size());
+  return cp;
+}
+
+absl::StatusOr<std::optional<PreparedClaim>> Checkpoint::Get(absl::string_view uid) const {
+  ASSIGN_OR_RETURN(ClaimMap claims, List());
+  auto it = claims.find(std::string(uid));
+  if (it == claims.end()) return std::optional<PreparedClaim>();
+  return std::optional<PreparedClaim>(std::move(it->second));
+}
+
+absl::StatusOr<ClaimMap> Checkpoint::List() const {
+  const std::string context = absl::StrCat("read checkpoint ", path_);
+  std::optional<CorruptionReport> report;
+  absl::StatusOr<Contents> contents;
+  {
+    absl::StatusOr<FileLock> lock = FileLock::Acquire(lock_path_, options_.lock_timeout);
+    if (!lock.ok()) return Annotate(lock.status(), context);
+    contents = LoadLocked(&report);
+  }
+  Notify(report);
+  if (!contents.ok()) return Annotate(contents.status(), context);
+  return std::move(contents->claims);
+}
+
+absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claims)>& mutate) {
+  const std::string context = absl::StrCat("update checkpoint ", path_);
+  std::optional<CorruptionReport> report;
+  absl::Status status = [&]() -> absl::Status {
+    absl::StatusOr<FileLock> lock = FileLock::Acquire(lock_path_, options_.lock_timeout);
+    if (!lock.ok()) return Annotate(lock.status(), context);
+    absl::StatusOr<Contents> contents = LoadLocked(&report);
+    if (!contents.ok()) return Annotate(contents.status(), context);
+    RETURN_IF_ERROR(mutate(contents->claims));
+    for (auto& [uid, claim] : contents->claims) {
+      if (claim.uid.empty()) claim.uid = uid;
+    }
+    return Annotate(WriteLocked(*contents), context);
+  }();
+  Notify(report);
+  return status;
+}
+
+absl::StatusOr<Contents> Checkpoint::LoadLocked(std::optional<CorruptionReport>* report) const {
+  absl::StatusOr<std::string> text = ReadFile(path_);
+  if (absl::IsNotFound(text.status())) {
+    Contents empty{.node_boot_id = boot_id_};
+    RETURN_IF_ERROR(WriteLocked(empty));
+    return empty;
+  }
+  if (!text.ok()) return text.status();
+  DecodeDiagnostics diag;
+  absl::StatusOr<Contents> contents = DecodeCheckpoint(*text, &diag);
+  if (contents.ok()) return contents;
+  if (!absl::IsDataLoss(contents.status())) {
+    return absl::Status(
+        contents.status().code(),
+        absl::StrCat(path_, ": ", contents.status().message(),
+                     "; refusing to use or modify it (was the plugin downgraded?)"));
+  }
+  ASSIGN_OR_RETURN(CorruptionReport r, QuarantineLocked(*text, contents.status(), diag));
+  *report = std::move(r);
+  Contents empty{.node_boot_id = boot_id_};
+  RETURN_IF_ERROR(WriteLocked(empty));
+  return empty;
+}
+
+absl::StatusOr<CorruptionReport> Checkpoint::QuarantineLocked(const std::string& text,
+                                                              const absl::Status& error,
+                                                              const DecodeDiagnostics& diag) const {
+  CorruptionReport report;
+  report.path = path_;
+  report.reason = std::string(error.message());
+  report.stored_checksum = diag.stored_checksum;
+  report.computed_checksum = diag.computed_checksum;
+  report.parse_error_offset = diag.parse_error_offset;
+  report.size_bytes = text.size();
+  report.detected_at = clock_->Now();
+
+  const std::string base =
+      absl::StrCat(path_, kCorruptInfix, absl::ToUnixSeconds(report.detected_at));
+  std::string target = base;
+  for (int n = 1; Exists(target); ++n) target = absl::StrCat(base, ".", n);
+  if (::rename(path_.c_str(), target.c_str()) != 0) {
+    return ErrnoToStatus(errno, absl::StrCat("move corrupt checkpoint ", path_, " to ", target));
+  }
+  report.moved_to = target;
+  DRA_WARNING("checkpoint is corrupt; moved it aside and starting with an empty one", "path", path_,
+              "movedTo", target, "reason", report.reason, "storedChecksum", diag.stored_checksum,
+              "computedChecksum", diag.computed_checksum, "bytes", text.size());
+
+  // Keep the newest kMaxCorruptFiles.
+  const std::string prefix = absl::StrCat(kCheckpointFileName, kCorruptInfix);
+  absl::StatusOr<std::vector<std::string>> names = ListDir(dir_);
+  if (!names.ok()) {
+    DRA_WARNING("could not list old corrupt checkpoints", "err", names.status());
+    return report;
+  }
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> corrupt;
+  for (const std::string& name : *names) {
+    std::pair<int64_t, int64_t> key;
+    if (absl::StartsWith(name, prefix) &&
+        ParseCorruptSuffix(absl::string_view(name).substr(prefix.size()), &key)) {
+      corrupt.emplace_back(key, name);
+    }
+  }
+  std::sort(corrupt.begin(), corrupt.end());
+  for (size_t i = 0; i + kMaxCorruptFiles < corrupt.size(); ++i) {
+    const std::string old = absl::StrCat(dir_, "/", corrupt[i].second);
+    if (::unlink(old.c_str()) == 0) {
+      DRA_INFO("removed old corrupt checkpoint", "path", old);
+    } else {
+      DRA_WARNING("could not remove old corrupt checkpoint", "path", old, "err",
+                  dra::ErrnoToStatus(errno, ""));
+    }
+  }
+  return report;
+}
+
+absl::Status Checkpoint::WriteLocked(const Contents& contents) const {
+  ASSIGN_OR_RETURN(std::string text, EncodeCheckpoint(contents));
+  return WriteFileAtomically(path_, text, 0644);
+}
+
+void Checkpoint::Notify(const std::optional<CorruptionReport>& report) const {
+  if (report && options_.on_corruption) options_.on_corruption(*report);
+}
+
+}  // namespace dra::checkpoint

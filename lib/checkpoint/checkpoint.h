@@ -1,0 +1,121 @@
+#pragma once
+
+// The node-local record of prepared claims: `<dir>/checkpoint.json` (format in format.h), written
+// atomically, read and modified under an flock on `<dir>/cp.lock` so that two plugin processes
+// (an upgrade overlap) never interleave a read-modify-write.
+//
+// Boot ID: the file records the node's boot ID. Prepared state does not survive a reboot (MIG
+// devices, MPS daemons, VFIO bindings are gone), so Open with a different current boot ID logs it
+// and starts from an empty checkpoint carrying the new boot ID. A stored empty boot ID is adopted.
+//
+// Corruption policy. A checkpoint that does not parse, has no valid version, fails its checksum or
+// has the wrong shape must not crash-loop the plugin, and must not be lost either:
+//   1. the file is renamed to `checkpoint.json.corrupt-<unix seconds>` (".<n>" appended when that
+//      name is taken); only the newest kMaxCorruptFiles (3) such files are kept;
+//   2. a warning names the path, where it went, and what differed (stored vs computed checksum,
+//      or the parse error with its byte offset);
+//   3. an empty checkpoint (current boot ID) is written and the operation goes on with it;
+//   4. a CorruptionReport goes to Options::on_corruption (for a Kubernetes Event and a metric),
+//      and the one found by Open is also kept in open_corruption().
+// This applies to every read (Open, Get, List, Update). A file with a *newer* format version is
+// not corrupt: every operation refuses it with FailedPrecondition and leaves it untouched (a
+// downgrade must not destroy the newer plugin's state). I/O errors (EACCES, EIO, ...) are returned
+// as they are, never treated as corruption.
+//
+// Crash safety: WriteFileAtomically leaves either the old or the new file. A temporary file left
+// by a crash between write and rename (".checkpoint.json.tmp.*") is never read and is removed by
+// Open.
+//
+// Thread-safety: every method may be called from any thread; each operation takes the file lock,
+// which excludes other threads and other processes alike. on_corruption is called without the
+// lock held, on the thread of the operation that found the corruption.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "lib/checkpoint/format.h"
+#include "lib/common/clock.h"
+
+namespace dra::checkpoint {
+
+inline constexpr char kCheckpointFileName[] = "checkpoint.json";
+inline constexpr char kLockFileName[] = "cp.lock";
+inline constexpr char kDefaultBootIdPath[] = "/proc/sys/kernel/random/boot_id";
+inline constexpr int kMaxCorruptFiles = 3;
+
+struct CorruptionReport {
+  std::string path;      // the checkpoint file
+  std::string moved_to;  // where the corrupt file now is
+  std::string reason;    // e.g. "checksum mismatch: stored fnv1a64:..., computed fnv1a64:..."
+  std::string stored_checksum;               // empty when the file did not parse
+  std::string computed_checksum;             // empty when the file did not parse
+  std::optional<size_t> parse_error_offset;  // set for malformed JSON
+  size_t size_bytes = 0;                     // size of the corrupt file
+  absl::Time detected_at;
+};
+
+struct CheckpointOptions {
+  absl::Duration lock_timeout = absl::Seconds(10);
+  Clock* clock = nullptr;  // for corrupt-file names and report times; RealClock when null
+  std::function<void(const CorruptionReport&)> on_corruption;
+};
+
+class Checkpoint {
+ public:
+  using Options = CheckpointOptions;
+
+  // Creates `dir` (0755) when missing, reads the boot ID from `boot_id_path` (an error when it is
+  // missing or empty: misconfiguration, fail fast), removes stale temporary files, and loads the
+  // checkpoint (creating an empty one when there is none), applying the boot ID rule and the
+  // corruption policy above. FailedPrecondition for a newer format version.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(
+      std::string dir, std::string boot_id_path = kDefaultBootIdPath, Options options = {});
+
+  // The claim with this uid, or nullopt when there is none.
+  absl::StatusOr<std::optional<PreparedClaim>> Get(absl::string_view uid) const;
+  // Every claim, keyed by uid.
+  absl::StatusOr<ClaimMap> List() const;
+
+  // Applies `mutate` atomically: lock, read, mutate, write. `mutate` may add, change and erase
+  // entries; an added entry's empty uid is set from its key (a different non-empty uid is an
+  // error). When `mutate` returns an error nothing is written and that error is returned.
+  // REQUIRES: `mutate` does not call back into this Checkpoint (the lock is not reentrant).
+  absl::Status Update(const std::function<absl::Status(ClaimMap& claims)>& mutate);
+
+  const std::string& path() const { return path_; }
+  const std::string& boot_id() const { return boot_id_; }
+  // The corruption Open found and recovered from, if any.
+  const std::optional<CorruptionReport>& open_corruption() const { return open_corruption_; }
+  // Claims dropped by Open because the checkpoint was written in an earlier boot (0 otherwise).
+  size_t claims_invalidated_by_reboot() const { return claims_invalidated_by_reboot_; }
+
+ private:
+  Checkpoint(std::string dir, std::string boot_id, Options options);
+
+  // Reads and decodes the file. REQUIRES: the file lock is held. Applies the corruption policy
+  // (writing an empty checkpoint) and stores the report in *report.
+  absl::StatusOr<Contents> LoadLocked(std::optional<CorruptionReport>* report) const;
+  absl::StatusOr<CorruptionReport> QuarantineLocked(const std::string& text,
+                                                    const absl::Status& error,
+                                                    const DecodeDiagnostics& diag) const;
+  absl::Status WriteLocked(const Contents& contents) const;
+  void Notify(const std::optional<CorruptionReport>& report) const;
+
+  const std::string dir_;
+  const std::string path_;
+  const std::string lock_path_;
+  const std::string boot_id_;
+  const Options options_;
+  Clock* const clock_;
+  std::optional<CorruptionReport> open_corruption_;
+  size_t claims_invalidated_by_reboot_ = 0;
+};
+
+}  // namespace dra::checkpoint

@@ -1,0 +1,396 @@
+#include "lib/checkpoint/checkpoint.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/common/atomic_file.h"
+#include "lib/common/clock.h"
+#include "lib/common/file_lock.h"
+
+namespace dra::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using Json = nlohmann::json;
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/checkpoint_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    dir_ = root_ + "/plugins/gpu.example.com";
+    boot_id_path_ = root_ + "/boot_id";
+    SetBootId("11111111-aaaa\n");
+    options_.clock = &clock_;
+    options_.on_corruption = [this](const CorruptionReport& r) { reports_.push_back(r); };
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void SetBootId(const std::string& id) { std::ofstream(boot_id_path_) << id; }
+
+  std::unique_ptr<Checkpoint> MustOpen() {
+    absl::StatusOr<std::unique_ptr<Checkpoint>> cp =
+        Checkpoint::Open(dir_, boot_id_path_, options_);
+    EXPECT_TRUE(cp.ok()) << cp.status();
+    return cp.ok() ? std::move(*cp) : nullptr;
+  }
+
+  std::string CheckpointPath() const { return dir_ + "/checkpoint.json"; }
+
+  std::vector<std::string> DirEntries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  static PreparedClaim Claim(const std::string& uid, ClaimState state) {
+    return {.uid = uid,
+            .namespace_name = "default",
+            .name = "claim-" + uid,
+            .state = state,
+            .allocation = Json::parse(R"({"devices":{"results":[{"driver":"gpu.example.com"}]}})"),
+            .prepared_devices = Json::parse(R"([{"device":"gpu-0","cdi":["x/y=z"]}])")};
+  }
+
+  absl::Status Put(Checkpoint& cp, const PreparedClaim& claim) {
+    return cp.Update([&](ClaimMap& claims) {
+      claims[claim.uid] = claim;
+      return absl::OkStatus();
+    });
+  }
+
+  // Writes a valid checkpoint with two claims, then returns its text.
+  std::string TwoClaims() {
+    auto cp = MustOpen();
+    EXPECT_TRUE(Put(*cp, Claim("u1", ClaimState::kPrepareCompleted)).ok());
+    EXPECT_TRUE(Put(*cp, Claim("u2", ClaimState::kPrepareStarted)).ok());
+    return *ReadFile(CheckpointPath());
+  }
+
+  std::string root_, dir_, boot_id_path_;
+  FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+  Checkpoint::Options options_;
+  std::vector<CorruptionReport> reports_;
+};
+
+TEST_F(CheckpointTest, OpenCreatesAnEmptyCheckpointWithTheBootId) {
+  auto cp = MustOpen();
+  ASSERT_NE(cp, nullptr);
+  EXPECT_EQ(cp->boot_id(), "11111111-aaaa");
+  EXPECT_EQ(cp->path(), CheckpointPath());
+  EXPECT_THAT(DirEntries(), ElementsAre("checkpoint.json", "cp.lock"));
+  absl::StatusOr<Contents> on_disk = DecodeCheckpoint(*ReadFile(CheckpointPath()));
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status();
+  EXPECT_EQ(on_disk->node_boot_id, "11111111-aaaa");
+  EXPECT_THAT(on_disk->claims, IsEmpty());
+  struct stat st;
+  ASSERT_EQ(::stat(CheckpointPath().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_FALSE(cp->open_corruption().has_value());
+  EXPECT_THAT(reports_, IsEmpty());
+}
+
+TEST_F(CheckpointTest, RoundTripAcrossReopen) {
+  {
+    auto cp = MustOpen();
+    ASSERT_TRUE(Put(*cp, Claim("u1", ClaimState::kPrepareStarted)).ok());
+    ASSERT_TRUE(Put(*cp, Claim("u2", ClaimState::kPrepareCompleted)).ok());
+    ASSERT_TRUE(cp->Update([](ClaimMap& claims) {
+                    claims.at("u1").state = ClaimState::kPrepareCompleted;
+                    return absl::OkStatus();
+                  }).ok());
+  }
+  auto cp = MustOpen();
+  absl::StatusOr<std::optional<PreparedClaim>> u1 = cp->Get("u1");
+  ASSERT_TRUE(u1.ok()) << u1.status();
+  ASSERT_TRUE(u1->has_value());
+  PreparedClaim want = Claim("u1", ClaimState::kPrepareCompleted);
+  EXPECT_EQ(**u1, want);
+  absl::StatusOr<ClaimMap> all = cp->List();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+  EXPECT_EQ(all->at("u2"), Claim("u2", ClaimState::kPrepareCompleted));
+  absl::StatusOr<std::optional<PreparedClaim>> missing = cp->Get("nope");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+  EXPECT_EQ(cp->claims_invalidated_by_reboot(), 0u);
+}
+
+TEST_F(CheckpointTest, UpdateSetsUidFromKeyAndErasesEntries) {
+  auto cp = MustOpen();
+  ASSERT_TRUE(cp->Update([](ClaimMap& claims) {
+                  claims["k"].state = ClaimState::kPrepareStarted;
+                  return absl::OkStatus();
+                }).ok());
+  EXPECT_EQ((*cp->Get("k"))->uid, "k");
+  ASSERT_TRUE(cp->Update([](ClaimMap& claims) {
+                  claims.erase("k");
+                  return absl::OkStatus();
+                }).ok());
+  EXPECT_THAT(*cp->List(), IsEmpty());
+  absl::Status mismatch = cp->Update([](ClaimMap& claims) {
+    claims["a"].uid = "b";
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(absl::IsInvalidArgument(mismatch)) << mismatch;
+}
+
+TEST_F(CheckpointTest, FailedMutationWritesNothing) {
+  auto cp = MustOpen();
+  ASSERT_TRUE(Put(*cp, Claim("u1", ClaimState::kPrepareCompleted)).ok());
+  const std::string before = *ReadFile(CheckpointPath());
+  absl::Status status = cp->Update([](ClaimMap& claims) {
+    claims.clear();
+    return absl::AbortedError("device setup failed");
+  });
+  EXPECT_EQ(status, absl::AbortedError("device setup failed"));
+  EXPECT_EQ(*ReadFile(CheckpointPath()), before);
+}
+
+TEST_F(CheckpointTest, ChecksumMismatchIsMovedAsideAndReported) {
+  const std::string good = TwoClaims();
+  const std::string bad = absl::StrReplaceAll(good, {{"claim-u1", "claim-zz"}});
+  ASSERT_NE(bad, good);
+  ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), bad).ok());
+
+  auto cp = MustOpen();
+  ASSERT_NE(cp, nullptr);
+  ASSERT_TRUE(cp->open_corruption().has_value());
+  const CorruptionReport& r = *cp->open_corruption();
+  EXPECT_EQ(r.path, CheckpointPath());
+  EXPECT_EQ(r.moved_to, CheckpointPath() + ".corrupt-1700000000");
+  EXPECT_THAT(r.reason, HasSubstr("checksum mismatch: stored " + r.stored_checksum + ", computed " +
+                                  r.computed_checksum));
+  EXPECT_NE(r.stored_checksum, r.computed_checksum);
+  EXPECT_FALSE(r.parse_error_offset.has_value());
+  EXPECT_EQ(r.size_bytes, bad.size());
+  EXPECT_EQ(r.detected_at, absl::FromUnixSeconds(1'700'000'000));
+  EXPECT_EQ(*ReadFile(r.moved_to), bad);  // evidence kept byte for byte
+  EXPECT_THAT(*cp->List(), IsEmpty());
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_EQ(reports_[0].moved_to, r.moved_to);
+}
+
+TEST_F(CheckpointTest, TruncatedFileReportsTheParseOffset) {
+  const std::string good = TwoClaims();
+  ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), good.substr(0, 40)).ok());
+  auto cp = MustOpen();
+  ASSERT_TRUE(cp->open_corruption().has_value());
+  EXPECT_THAT(cp->open_corruption()->reason, HasSubstr("malformed JSON at byte 40"));
+  EXPECT_EQ(cp->open_corruption()->parse_error_offset, 40u);
+  EXPECT_EQ(cp->open_corruption()->stored_checksum, "");
+  EXPECT_THAT(*cp->List(), IsEmpty());
+}
+
+TEST_F(CheckpointTest, GarbageAndGoFormatAreCorrupt) {
+  MustOpen();
+  for (const std::string& text :
+       {std::string("\0\0\0\0", 4), std::string(R"({"checksum":1,"v2":{"preparedClaims":{}}})")}) {
+    reports_.clear();
+    ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), text).ok());
+    clock_.Advance(absl::Seconds(1));
+    auto cp = MustOpen();
+    ASSERT_NE(cp, nullptr);
+    ASSERT_TRUE(cp->open_corruption().has_value());
+    EXPECT_EQ(*ReadFile(cp->open_corruption()->moved_to), text);
+    EXPECT_EQ(reports_.size(), 1u);
+    EXPECT_THAT(*cp->List(), IsEmpty());
+  }
+}
+
+TEST_F(CheckpointTest, KeepsOnlyTheNewestThreeCorruptFiles) {
+  MustOpen();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), absl::StrCat("garbage ", i)).ok());
+    clock_.Advance(absl::Seconds(10));
+    ASSERT_NE(MustOpen(), nullptr);
+  }
+  EXPECT_THAT(DirEntries(), ElementsAre("checkpoint.json", "checkpoint.json.corrupt-1700000030",
+                                        "checkpoint.json.corrupt-1700000040",
+                                        "checkpoint.json.corrupt-1700000050", "cp.lock"));
+  EXPECT_EQ(*ReadFile(CheckpointPath() + ".corrupt-1700000050"), "garbage 4");
+}
+
+TEST_F(CheckpointTest, CorruptionsInTheSameSecondDoNotOverwriteEachOther) {
+  MustOpen();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), absl::StrCat("garbage ", i)).ok());
+    ASSERT_NE(MustOpen(), nullptr);
+  }
+  EXPECT_EQ(*ReadFile(CheckpointPath() + ".corrupt-1700000000"), "garbage 0");
+  EXPECT_EQ(*ReadFile(CheckpointPath() + ".corrupt-1700000000.1"), "garbage 1");
+}
+
+TEST_F(CheckpointTest, CorruptionFoundByUpdateIsRecoveredAndReported) {
+  auto cp = MustOpen();
+  ASSERT_TRUE(Put(*cp, Claim("u1", ClaimState::kPrepareCompleted)).ok());
+  ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), "{").ok());
+  ASSERT_TRUE(Put(*cp, Claim("u2", ClaimState::kPrepareStarted)).ok());
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_THAT(reports_[0].reason, HasSubstr("malformed JSON at byte 1"));
+  absl::StatusOr<ClaimMap> claims = cp->List();
+  ASSERT_TRUE(claims.ok());
+  EXPECT_EQ(claims->size(), 1u);
+  EXPECT_TRUE(claims->contains("u2"));
+}
+
+TEST_F(CheckpointTest, NewerVersionIsRefusedAndLeftUntouched) {
+  MustOpen();
+  const std::string newer = R"({"version": 2, "data": {"something": "new"}})";
+  ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), newer).ok());
+  absl::StatusOr<std::unique_ptr<Checkpoint>> cp = Checkpoint::Open(dir_, boot_id_path_, options_);
+  ASSERT_FALSE(cp.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(cp.status()));
+  EXPECT_THAT(std::string(cp.status().message()),
+              HasSubstr("checkpoint format version 2 is newer than the newest this plugin reads "
+                        "(1); refusing to use or modify it"));
+  EXPECT_EQ(*ReadFile(CheckpointPath()), newer);
+  EXPECT_THAT(reports_, IsEmpty());
+  EXPECT_THAT(DirEntries(), ElementsAre("checkpoint.json", "cp.lock"));
+}
+
+TEST_F(CheckpointTest, NewerVersionWrittenWhileRunningIsRefusedByUpdate) {
+  auto cp = MustOpen();
+  const std::string newer = R"({"version": 7})";
+  ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), newer).ok());
+  absl::Status status = Put(*cp, Claim("u1", ClaimState::kPrepareStarted));
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_FALSE(cp->List().ok());
+  EXPECT_EQ(*ReadFile(CheckpointPath()), newer);
+}
+
+TEST_F(CheckpointTest, BootIdChangeInvalidatesPreparedClaims) {
+  TwoClaims();
+  SetBootId("22222222-bbbb");
+  auto cp = MustOpen();
+  ASSERT_NE(cp, nullptr);
+  EXPECT_EQ(cp->claims_invalidated_by_reboot(), 2u);
+  EXPECT_THAT(*cp->List(), IsEmpty());
+  absl::StatusOr<Contents> on_disk = DecodeCheckpoint(*ReadFile(CheckpointPath()));
+  ASSERT_TRUE(on_disk.ok());
+  EXPECT_EQ(on_disk->node_boot_id, "22222222-bbbb");
+  EXPECT_FALSE(cp->open_corruption().has_value());
+}
+
+TEST_F(CheckpointTest, SameBootIdKeepsClaimsAndEmptyStoredBootIdIsAdopted) {
+  TwoClaims();
+  EXPECT_EQ(MustOpen()->List()->size(), 2u);
+
+  Contents legacy{.node_boot_id = ""};
+  legacy.claims["u9"] = Claim("u9", ClaimState::kPrepareCompleted);
+  ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), *EncodeCheckpoint(legacy)).ok());
+  auto cp = MustOpen();
+  EXPECT_EQ(cp->claims_invalidated_by_reboot(), 0u);
+  EXPECT_EQ(cp->List()->size(), 1u);
+  EXPECT_EQ(DecodeCheckpoint(*ReadFile(CheckpointPath()))->node_boot_id, "11111111-aaaa");
+}
+
+TEST_F(CheckpointTest, MissingOrEmptyBootIdFailsOpen) {
+  absl::StatusOr<std::unique_ptr<Checkpoint>> cp =
+      Checkpoint::Open(dir_, root_ + "/no_such_boot_id", options_);
+  ASSERT_FALSE(cp.ok());
+  EXPECT_THAT(std::string(cp.status().message()), HasSubstr("read node boot ID"));
+  SetBootId(" \n");
+  cp = Checkpoint::Open(dir_, boot_id_path_, options_);
+  ASSERT_FALSE(cp.ok());
+  EXPECT_THAT(std::string(cp.status().message()), HasSubstr("is empty"));
+}
+
+TEST_F(CheckpointTest, ReadErrorsAreNotCorruption) {
+  fs::create_directories(CheckpointPath());  // reading a directory fails with EISDIR
+  absl::StatusOr<std::unique_ptr<Checkpoint>> cp = Checkpoint::Open(dir_, boot_id_path_, options_);
+  ASSERT_FALSE(cp.ok());
+  EXPECT_THAT(std::string(cp.status().message()), HasSubstr("read " + CheckpointPath()));
+  EXPECT_TRUE(fs::is_directory(CheckpointPath()));
+  EXPECT_THAT(reports_, IsEmpty());
+}
+
+TEST_F(CheckpointTest, StaleTempFileFromACrashIsIgnoredAndRemoved) {
+  const std::string good = TwoClaims();
+  // A crash after writing the temporary file but before the rename.
+  const std::string stale = dir_ + "/.checkpoint.json.tmp.Ab12Cd";
+  std::ofstream(stale) << R"({"version":1,"partial)";
+  auto cp = MustOpen();
+  ASSERT_NE(cp, nullptr);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(cp->open_corruption().has_value());
+  EXPECT_EQ(cp->List()->size(), 2u);
+  EXPECT_EQ(*ReadFile(CheckpointPath()), good);
+}
+
+TEST_F(CheckpointTest, LockTimeoutIsAnError) {
+  options_.lock_timeout = absl::Milliseconds(50);
+  auto cp = MustOpen();
+  absl::StatusOr<FileLock> held = FileLock::Acquire(dir_ + "/cp.lock", absl::ZeroDuration());
+  ASSERT_TRUE(held.ok());
+  absl::Status status = Put(*cp, Claim("u1", ClaimState::kPrepareStarted));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("update checkpoint " + CheckpointPath()));
+  held->Release();
+  EXPECT_TRUE(Put(*cp, Claim("u1", ClaimState::kPrepareStarted)).ok());
+}
+
+// Two processes each increment a counter kept in one claim's opaque payload; without the lock
+// some read-modify-writes would be lost.
+TEST_F(CheckpointTest, ConcurrentUpdatesFromTwoProcessesSerialize) {
+  constexpr int kIterations = 40;
+  ASSERT_NE(MustOpen(), nullptr);
+  std::vector<pid_t> children;
+  for (int child = 0; child < 2; ++child) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      Checkpoint::Options options;
+      options.lock_timeout = absl::Seconds(30);
+      absl::StatusOr<std::unique_ptr<Checkpoint>> cp =
+          Checkpoint::Open(dir_, boot_id_path_, options);
+      if (!cp.ok()) ::_exit(2);
+      for (int i = 0; i < kIterations; ++i) {
+        absl::Status s = (*cp)->Update([&](ClaimMap& claims) {
+          PreparedClaim& counter = claims["counter"];
+          const int64_t n =
+              counter.prepared_devices.is_null() ? 0 : counter.prepared_devices.get<int64_t>();
+          ::usleep(200);  // widen the window a lost update would need
+          counter.prepared_devices = n + 1;
+          claims[absl::StrCat("child", child, "-", i)].state = ClaimState::kPrepareCompleted;
+          return absl::OkStatus();
+        });
+        if (!s.ok()) ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int wstatus = 0;
+    ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+    ASSERT_TRUE(WIFEXITED(wstatus));
+    EXPECT_EQ(WEXITSTATUS(wstatus), 0);
+  }
+  auto cp = MustOpen();
+  absl::StatusOr<ClaimMap> claims = cp->List();
+  ASSERT_TRUE(claims.ok());
+  EXPECT_EQ(claims->at("counter").prepared_devices, 2 * kIterations);
+  EXPECT_EQ(claims->size(), 1u + 2 * kIterations);
+  EXPECT_FALSE(cp->open_corruption().has_value());
+}
+
+}  // namespace
+}  // namespace dra::checkpoint
