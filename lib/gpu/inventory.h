@@ -66,6 +66,8 @@ struct MigInfo {
   unsigned int placement_size = 0;
   unsigned int gi_id = 0;
   unsigned int ci_id = 0;
+
+  friend bool operator==(const MigInfo&, const MigInfo&) = default;
 };
 
 struct AllocatableDevice {

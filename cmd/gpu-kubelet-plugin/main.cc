@@ -1,0 +1,90 @@
+// gpu-kubelet-plugin: the kubelet plugin of the gpu.nvidia.com DRA driver. Flags and wiring only;
+// the work is in lib/gpu (plugin_app.h).
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "lib/api/driver_gates.h"
+#include "lib/common/feature_gates.h"
+#include "lib/common/flags.h"
+#include "lib/common/log.h"
+#include "lib/common/signals.h"
+#include "lib/gpu/plugin_app.h"
+
+int main(int argc, char** argv) {
+  // Signals are blocked before any thread starts so that only the handler thread receives them.
+  auto signals = dra::SignalHandler::Start();
+  if (!signals.ok()) {
+    std::fprintf(stderr, "gpu-kubelet-plugin: %s\n",
+                 std::string(signals.status().message()).c_str());
+    return 1;
+  }
+  dra::FeatureGates gates;
+  if (absl::Status s = dra::api::RegisterDriverFeatureGates(gates); !s.ok()) {
+    std::fprintf(stderr, "gpu-kubelet-plugin: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  dra::gpu::PluginConfig c;
+  c.gates = &gates;
+  dra::Flags flags("gpu-kubelet-plugin",
+                   "gpu-kubelet-plugin implements a DRA driver plugin for NVIDIA GPUs.");
+  flags
+      .AddString("node-name", "NODE_NAME", &c.node_name,
+                 "Node to work on; also the ResourceSlice pool name.")
+      .Required();
+  flags.AddString("namespace", "NAMESPACE", &c.namespace_name,
+                  "Namespace for MPS control-daemon Deployments.");
+  flags.AddString("cdi-root", "CDI_ROOT", &c.cdi_root,
+                  "Directory for the generated per-claim CDI specs (created 0750 if missing).");
+  flags
+      .AddString("nvidia-driver-root", "NVIDIA_DRIVER_ROOT", &c.nvidia_driver_root,
+                 "Host path of the NVIDIA driver installation (/ or /run/nvidia/driver); the "
+                 "host-side paths in CDI specs.")
+      .Alias("host-driver-root")
+      .Env("HOST_DRIVER_ROOT");
+  flags.AddString("container-driver-root", "DRIVER_ROOT_CTR_PATH", &c.container_driver_root,
+                  "Where the host driver root is mounted in this container; NVML and the driver "
+                  "files are looked up here.");
+  flags.AddString("dev-root", "DEV_ROOT", &c.dev_root,
+                  "Where /dev is found; empty: the driver root if it has a /dev, else /.");
+  flags.AddString("proc-root", "PROC_ROOT", &c.proc_root,
+                  "Where /proc is found (MIG capability files, /proc/devices).");
+  flags.AddString("sys-root", "SYS_ROOT", &c.sys_root, "Where /sys is found (PCI topology).");
+  flags.AddString("kubelet-registrar-directory-path", "KUBELET_REGISTRAR_DIRECTORY_PATH",
+                  &c.kubelet_registrar_dir, "Kubelet plugin registration directory.");
+  flags.AddString("kubelet-plugins-directory-path", "KUBELET_PLUGINS_DIRECTORY_PATH",
+                  &c.kubelet_plugins_dir,
+                  "Parent of the plugin data directory <this>/gpu.nvidia.com (sockets, "
+                  "checkpoint, locks).");
+  flags.AddString("pod-uid", "POD_UID", &c.pod_uid,
+                  "This pod's UID (downward API). When set, sockets carry it so that an old and "
+                  "a new plugin pod can serve side by side during a rolling update (kubelet "
+                  ">= 1.33).");
+  flags.AddInt("healthcheck-port", "HEALTHCHECK_PORT", &c.healthcheck_port,
+               "gRPC health service port: >0 that port, 0 any free port, <0 disabled.");
+  flags.AddString("http-endpoint", "HTTP_ENDPOINT", &c.http_endpoint,
+                  "TCP address (host:port or :port) of the metrics and /healthz server; empty "
+                  "disables it.");
+  flags.AddString("metrics-path", "METRICS_PATH", &c.metrics_path,
+                  "HTTP path of the Prometheus metrics; empty disables them.");
+  flags.AddString("kubeconfig", "KUBECONFIG", &c.kubeconfig,
+                  "Kubeconfig file for running outside the cluster; empty: in-cluster config.");
+  flags.AddDouble("kube-api-qps", "KUBE_API_QPS", &c.kube_api_qps,
+                  "Sustained requests per second to the API server.");
+  flags.AddInt("kube-api-burst", "KUBE_API_BURST", &c.kube_api_burst,
+               "Request burst to the API server.");
+  flags.AddDuration("cleanup-interval", "CLEANUP_INTERVAL", &c.cleanup_interval,
+                    "How often prepared claims whose ResourceClaim is gone are unprepared.");
+  flags.AddLoggingFlags();
+  flags.AddFeatureGatesFlag(&gates);
+  flags.SetVersion(DRA_VERSION);
+  flags.ParseOrExit(argc, argv);
+  flags.LogValues();
+
+  absl::Status s = dra::gpu::RunPlugin(c, signals->get());
+  if (!s.ok()) {
+    DRA_ERROR("gpu-kubelet-plugin failed", "err", s);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,172 @@
+#include "lib/gpu/driver.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/api/errors.h"
+#include "lib/common/file_lock.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+
+namespace dra::gpu {
+namespace {
+
+constexpr const char* kDeviceTypes[] = {"gpu", "mig", "vfio", "unknown"};
+
+// Keeps the in-flight gauge and the duration histogram honest on every return path.
+class RequestScope {
+ public:
+  RequestScope(DriverMetrics* m, const char* operation)
+      : m_(m), operation_(operation), start_(absl::Now()) {}
+  void Begin() {
+    m_->requests_inflight->WithLabels({m_->driver, operation_})->Inc();
+    begun_ = true;
+  }
+  void Succeeded() { ok_ = true; }
+  ~RequestScope() {
+    if (begun_) m_->requests_inflight->WithLabels({m_->driver, operation_})->Dec();
+    if (!ok_) return;
+    m_->requests_total->WithLabels({m_->driver, operation_})->Inc();
+    m_->request_duration_seconds->WithLabels({m_->driver, operation_})
+        ->Observe(absl::ToDoubleSeconds(absl::Now() - start_));
+  }
+
+ private:
+  DriverMetrics* m_;
+  const char* operation_;
+  absl::Time start_;
+  bool begun_ = false;
+  bool ok_ = false;
+};
+
+}  // namespace
+
+DriverMetrics::DriverMetrics(metrics::Registry* r, const std::string& driver,
+                             const std::string& node)
+    : requests_total(r->AddCounter("nvidia_dra_requests_total",
+                                   "Successful prepare and unprepare requests.",
+                                   {"driver", "operation"})),
+      request_duration_seconds(r->AddHistogram(
+          "nvidia_dra_request_duration_seconds",
+          "Duration of successful prepare and unprepare requests, lock wait included.",
+          {"driver", "operation"}, metrics::ExponentialBuckets(0.05, 2, 9))),
+      requests_inflight(r->AddGauge("nvidia_dra_requests_inflight",
+                                    "Prepare and unprepare requests being worked on.",
+                                    {"driver", "operation"})),
+      prepared_devices(r->AddGauge("nvidia_dra_prepared_devices",
+                                   "Devices of completely prepared claims on this node.",
+                                   {"node", "driver", "device_type"})),
+      prepare_errors_total(r->AddCounter("nvidia_dra_node_prepare_errors_total",
+                                         "Failed prepare requests by cause.",
+                                         {"driver", "error_type"})),
+      unprepare_errors_total(r->AddCounter("nvidia_dra_node_unprepare_errors_total",
+                                           "Failed unprepare requests by cause.",
+                                           {"driver", "error_type"})),
+      driver(driver),
+      node(node) {
+  for (const char* op : {"prepare", "unprepare"}) {
+    requests_total->WithLabels({driver, op});
+    requests_inflight->WithLabels({driver, op});
+  }
+  for (const char* t : kDeviceTypes) prepared_devices->WithLabels({node, driver, t});
+  for (const char* e : {"lock_acquire", "prepare_devices", "publish_resources"}) {
+    prepare_errors_total->WithLabels({driver, e});
+  }
+  for (const char* e : {"lock_acquire", "unprepare_devices", "publish_resources"}) {
+    unprepare_errors_total->WithLabels({driver, e});
+  }
+}
+
+GpuDriver::GpuDriver(DeviceState* state, std::string plugin_data_dir, DriverMetrics* metrics,
+                     absl::Duration lock_timeout)
+    : state_(state),
+      lock_path_(plugin_data_dir + "/pu.lock"),
+      metrics_(metrics),
+      lock_timeout_(lock_timeout) {}
+
+absl::Status GpuDriver::RunLocked(const std::function<absl::Status()>& fn) {
+  auto lock = FileLock::Acquire(lock_path_, lock_timeout_);
+  if (!lock.ok()) return Annotate(lock.status(), "error acquiring prep/unprep lock");
+  return fn();
+}
+
+void GpuDriver::RefreshPreparedDevicesGauge(const checkpoint::ClaimMap& claims) {
+  std::map<std::string, int> counts;
+  for (const auto& [uid, c] : claims) {
+    if (c.state != checkpoint::ClaimState::kPrepareCompleted) continue;
+    auto devices = PreparedDevicesFromJson(c.prepared_devices);
+    if (!devices.ok()) {
+      ++counts["unknown"];
+      continue;
+    }
+    for (const PreparedDevice& d : *devices) ++counts[DeviceTypeName(d.type)];
+  }
+  for (const char* t : kDeviceTypes) {
+    metrics_->prepared_devices->WithLabels({metrics_->node, metrics_->driver, t})->Set(counts[t]);
+  }
+}
+
+kubeletplugin::PrepareResult GpuDriver::PrepareOne(const k8s::ResourceClaim& claim) {
+  RequestScope scope(metrics_, "prepare");
+  auto lock = FileLock::Acquire(lock_path_, lock_timeout_);
+  if (!lock.ok()) {
+    metrics_->prepare_errors_total->WithLabels({metrics_->driver, "lock_acquire"})->Inc();
+    return {Annotate(lock.status(), "error acquiring prep/unprep lock"), {}};
+  }
+  scope.Begin();
+  auto devices = state_->Prepare(claim);
+  if (!devices.ok()) {
+    metrics_->prepare_errors_total->WithLabels({metrics_->driver, "prepare_devices"})->Inc();
+    absl::Status s = devices.status();
+    if (api::IsPermanentConfigError(s)) {
+      // The kubelet shows this text in the pod's events; say that retrying will not help.
+      s = Annotate(s, "permanent error (fix the claim or its device class)");
+    }
+    DRA_ERROR("prepare failed", "claim", claim.metadata.uid, "err", s);
+    return {s, {}};
+  }
+  kubeletplugin::PrepareResult result;
+  for (const PreparedDevice& d : *devices) {
+    result.devices.push_back({.request_names = d.requests,
+                              .pool_name = d.pool,
+                              .device_name = d.device,
+                              .cdi_device_ids = d.cdi_device_ids});
+  }
+  scope.Succeeded();
+  return result;
+}
+
+absl::Status GpuDriver::UnprepareOne(const kubeletplugin::ClaimRef& claim) {
+  RequestScope scope(metrics_, "unprepare");
+  auto lock = FileLock::Acquire(lock_path_, lock_timeout_);
+  if (!lock.ok()) {
+    metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "lock_acquire"})->Inc();
+    return Annotate(lock.status(), "error acquiring prep/unprep lock");
+  }
+  scope.Begin();
+  absl::Status s = state_->Unprepare(claim.uid);
+  if (!s.ok()) {
+    metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "unprepare_devices"})->Inc();
+    DRA_ERROR("unprepare failed", "claim", claim.uid, "err", s);
+    return s;
+  }
+  scope.Succeeded();
+  return s;
+}
+
+absl::StatusOr<std::map<std::string, kubeletplugin::PrepareResult>>
+GpuDriver::PrepareResourceClaims(const kubeletplugin::CallInfo& call,
+                                 const std::vector<k8s::ResourceClaim>& claims) {
+  std::map<std::string, kubeletplugin::PrepareResult> out;
+  for (const k8s::ResourceClaim& claim : claims) {
+    out[claim.metadata.uid] = PrepareOne(claim);
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, absl::Status>> GpuDriver::UnprepareResourceClaims(
+    const kubeletplugin::CallInfo& call, const std::vector<kubeletplugin::ClaimRef>& claims) {
+  std::map<std::string, absl::Status> out;
+  for (const kubeletplugin::ClaimRef& claim : claims) out[claim.uid] = UnprepareOne(claim);
+  return out;
+}
+
+}  // namespace dra::gpu

@@ -1,0 +1,62 @@
+#pragma once
+
+// GpuDriver: the gpu.nvidia.com DraDriver served to the kubelet. Each claim is prepared or
+// unprepared under the node-wide flock "<plugin data dir>/pu.lock" (so that two plugin instances
+// during an upgrade never work on devices at once) and counted in the driver's metrics.
+//
+// Thread-safety: the methods may be called concurrently from any thread.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lib/gpu/device_state.h"
+#include "lib/kubeletplugin/driver.h"
+#include "lib/metrics/metrics.h"
+
+namespace dra::gpu {
+
+// The metrics of spec gpu-driver.md section 8, registered in one registry.
+struct DriverMetrics {
+  explicit DriverMetrics(metrics::Registry* registry, const std::string& driver,
+                         const std::string& node);
+  metrics::Family<metrics::Counter>* requests_total;
+  metrics::Family<metrics::Histogram>* request_duration_seconds;
+  metrics::Family<metrics::Gauge>* requests_inflight;
+  metrics::Family<metrics::Gauge>* prepared_devices;
+  metrics::Family<metrics::Counter>* prepare_errors_total;
+  metrics::Family<metrics::Counter>* unprepare_errors_total;
+  const std::string driver;
+  const std::string node;
+};
+
+class GpuDriver : public kubeletplugin::DraDriver {
+ public:
+  // `state` and `metrics` must outlive the driver.
+  GpuDriver(DeviceState* state, std::string plugin_data_dir, DriverMetrics* metrics,
+            absl::Duration lock_timeout = absl::Seconds(10));
+
+  absl::StatusOr<std::map<std::string, kubeletplugin::PrepareResult>> PrepareResourceClaims(
+      const kubeletplugin::CallInfo& call, const std::vector<k8s::ResourceClaim>& claims) override;
+  absl::StatusOr<std::map<std::string, absl::Status>> UnprepareResourceClaims(
+      const kubeletplugin::CallInfo& call,
+      const std::vector<kubeletplugin::ClaimRef>& claims) override;
+
+  // Runs `fn` holding the prep/unprep lock (for maintenance that must not interleave with a
+  // prepare, such as removing CDI specs of claims not in the checkpoint).
+  absl::Status RunLocked(const std::function<absl::Status()>& fn);
+
+  // Recomputes nvidia_dra_prepared_devices from the checkpoint.
+  void RefreshPreparedDevicesGauge(const checkpoint::ClaimMap& claims);
+
+ private:
+  kubeletplugin::PrepareResult PrepareOne(const k8s::ResourceClaim& claim);
+  absl::Status UnprepareOne(const kubeletplugin::ClaimRef& claim);
+
+  DeviceState* const state_;
+  const std::string lock_path_;
+  DriverMetrics* const metrics_;
+  const absl::Duration lock_timeout_;
+};
+
+}  // namespace dra::gpu

@@ -1,0 +1,174 @@
+#include "lib/gpu/plugin_app.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "lib/checkpoint/checkpoint.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+#include "lib/driverroot/driver_root.h"
+#include "lib/gpu/claim_cdi.h"
+#include "lib/gpu/cleanup.h"
+#include "lib/gpu/device_state.h"
+#include "lib/gpu/driver.h"
+#include "lib/gpu/inventory.h"
+#include "lib/gpu/slices.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/events.h"
+#include "lib/k8s/objects_core.h"
+#include "lib/kubeletplugin/claim_source.h"
+#include "lib/kubeletplugin/plugin_server.h"
+#include "lib/kubeletplugin/slice_publisher.h"
+#include "lib/metrics/http_server.h"
+#include "lib/nvml/nvml.h"
+
+namespace dra::gpu {
+namespace {
+
+constexpr char kComponent[] = "gpu-kubelet-plugin";
+
+absl::Status MakeDir(const std::string& path, mode_t mode) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return absl::OkStatus();
+  if (std::filesystem::exists(path, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a directory"));
+  }
+  std::filesystem::create_directories(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", path, ": ", ec.message()));
+  ::chmod(path.c_str(), mode);
+  return absl::OkStatus();
+}
+
+// NVML discovery; a missing library or driver leaves the node without devices (degraded).
+absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
+                                          const driverroot::DriverRoot& root) {
+  ASSIGN_OR_RETURN(auto nvml, nvml::Nvml::Create(root.root()));
+  ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
+  return Discover(session,
+                  {.sysfs_root = config.sys_root,
+                   .list_type_attributes =
+                       config.gates != nullptr && config.gates->Enabled("DRAListTypeAttributes")});
+}
+
+}  // namespace
+
+absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
+  if (config.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
+  const std::string plugin_dir = absl::StrCat(config.kubelet_plugins_dir, "/", kDriverName);
+  RETURN_IF_ERROR(MakeDir(plugin_dir, 0750));
+  RETURN_IF_ERROR(MakeDir(config.cdi_root, 0750));
+
+  ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(config.kubeconfig));
+  ASSIGN_OR_RETURN(auto client, k8s::Client::Create(rest, {.qps = config.kube_api_qps,
+                                                           .burst = config.kube_api_burst}));
+  // The claim GETs of a prepare call must fail fast rather than run past the kubelet's 45 s.
+  ASSIGN_OR_RETURN(auto claim_client,
+                   k8s::Client::Create(rest, {.qps = config.kube_api_qps,
+                                              .burst = config.kube_api_burst,
+                                              .max_retries = 1,
+                                              .request_timeout = absl::Seconds(10)}));
+  k8s::EventTarget node_ref{.kind = "Node", .name = config.node_name};
+
+  metrics::Registry registry;
+  DriverMetrics driver_metrics(&registry, kDriverName, config.node_name);
+  auto* degraded =
+      registry.AddGauge("nvidia_dra_plugin_degraded",
+                        "1 when the plugin runs without a usable NVML (no devices).", {"reason"});
+
+  ASSIGN_OR_RETURN(auto root,
+                   driverroot::DriverRoot::Create({.root = config.container_driver_root,
+                                                   .host_root = config.nvidia_driver_root,
+                                                   .dev_root = config.dev_root,
+                                                   .proc_root = config.proc_root,
+                                                   .sys_root = config.sys_root}));
+  Inventory inventory;
+  auto discovered = DiscoverDevices(config, *root);
+  if (discovered.ok()) {
+    inventory = std::move(*discovered);
+    DRA_INFO("discovered devices", "node", config.node_name, "devices", inventory.devices.size(),
+             "driverVersion", inventory.driver_version);
+  } else {
+    DRA_WARNING("no usable NVML: publishing no devices, serving unprepare only", "err",
+                discovered.status());
+    degraded->WithLabels({"nvml"})->Set(1);
+    (void)k8s::PostEvent(client.get(), node_ref, "Warning", "NVMLUnavailable",
+                         std::string(discovered.status().message()), kComponent, config.node_name);
+  }
+
+  auto* corrupt = registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
+                                      "Corrupt checkpoints moved aside and replaced.", {});
+  checkpoint::CheckpointOptions cp_options;
+  cp_options.on_corruption = [&](const checkpoint::CorruptionReport& r) {
+    corrupt->WithLabels({})->Inc();
+    (void)k8s::PostEvent(
+        client.get(), node_ref, "Warning", "CheckpointCorrupt",
+        absl::StrCat("checkpoint ", r.path, " was corrupt (", r.reason, "); moved to ", r.moved_to,
+                     "; prepared claims it held are unprepared by cleanup"),
+        kComponent, config.node_name);
+  };
+  ASSIGN_OR_RETURN(auto checkpoint,
+                   checkpoint::Checkpoint::Open(plugin_dir, config.boot_id_path, cp_options));
+
+  auto cdi_or = ClaimCdi::Create(root.get(), config.cdi_root, inventory.driver_version);
+  if (!cdi_or.ok()) {
+    DRA_WARNING("driver files not found; CDI specs will carry device nodes only", "err",
+                cdi_or.status());
+    degraded->WithLabels({"driver-files"})->Set(1);
+    cdi_or = ClaimCdi::CreateWithCommonEdits(root.get(), config.cdi_root, {});
+  }
+  if (!cdi_or.ok()) return cdi_or.status();
+  std::unique_ptr<ClaimCdi> cdi = std::move(*cdi_or);
+  DeviceState state(inventory, cdi.get(), checkpoint.get(),
+                    {.pool_name = config.node_name, .gates = config.gates});
+  GpuDriver driver(&state, plugin_dir, &driver_metrics);
+  if (auto claims = checkpoint->List(); claims.ok()) driver.RefreshPreparedDevicesGauge(*claims);
+
+  ASSIGN_OR_RETURN(auto publisher,
+                   kubeletplugin::SlicePublisher::Create(
+                       client.get(), {.driver = kDriverName, .node_name = config.node_name}));
+  publisher->Update(BuildDriverResources(inventory, config.node_name));
+
+  kubeletplugin::PluginServerOptions server_options;
+  server_options.driver_name = kDriverName;
+  server_options.claim_getter = kubeletplugin::ClaimGetterFromClient(claim_client.get());
+  server_options.kubelet_plugins_dir = config.kubelet_plugins_dir;
+  server_options.registry_dir = config.kubelet_registrar_dir;
+  server_options.pod_uid = config.pod_uid;
+  ASSIGN_OR_RETURN(auto server, kubeletplugin::PluginServer::Create(&driver, server_options));
+
+  std::unique_ptr<metrics::HttpServer> http;
+  if (!config.http_endpoint.empty()) {
+    std::map<std::string, metrics::HttpHandler> handlers;
+    if (!config.metrics_path.empty()) {
+      handlers[config.metrics_path] = [&registry] {
+        return metrics::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                                     registry.Render()};
+      };
+    }
+    handlers["/healthz"] = [] { return metrics::HttpResponse{200, "text/plain", "ok"}; };
+    ASSIGN_OR_RETURN(http, metrics::HttpServer::Start(config.http_endpoint, handlers));
+    DRA_INFO("serving metrics", "endpoint", config.http_endpoint, "path", config.metrics_path);
+  }
+
+  Cleanup cleanup(claim_client.get(), checkpoint.get(), cdi.get(), &driver);
+  std::thread cleaner([&] {
+    do {
+      absl::Status s = cleanup.RunOnce();
+      if (!s.ok()) DRA_WARNING("checkpoint cleanup incomplete; retrying later", "err", s);
+    } while (!signals->WaitForShutdown(config.cleanup_interval));
+  });
+
+  DRA_INFO("gpu-kubelet-plugin running", "node", config.node_name, "driver", kDriverName);
+  signals->WaitForShutdown();
+  DRA_INFO("shutting down", "signal", signals->shutdown_signal());
+  server->Stop();  // removes our sockets: the kubelet sees the plugin go away
+  publisher->Stop();
+  cleaner.join();
+  if (http) http->Stop();
+  return absl::OkStatus();
+}
+
+}  // namespace dra::gpu

@@ -1,0 +1,45 @@
+#pragma once
+
+// The gpu-kubelet-plugin process: wiring of discovery, checkpoint, CDI, the kubelet-facing gRPC
+// servers, the ResourceSlice publisher, metrics and cleanup, in the order of DESIGN.md:
+// NVML -> inventory -> ResourceSlices -> DRA gRPC server -> registration socket.
+//
+// Without a usable NVML (no library, no driver) the plugin still starts: it publishes no devices,
+// logs a warning, sets the degraded metric, and serves unprepare for what the checkpoint holds.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "lib/common/feature_gates.h"
+#include "lib/common/signals.h"
+
+namespace dra::gpu {
+
+struct PluginConfig {
+  std::string node_name;
+  std::string namespace_name = "default";
+  std::string cdi_root = "/etc/cdi";
+  std::string nvidia_driver_root = "/";                // host view
+  std::string container_driver_root = "/driver-root";  // plugin view
+  std::string dev_root;                                // empty: derived from the driver root
+  std::string proc_root = "/proc";
+  std::string sys_root = "/sys";
+  std::string kubelet_registrar_dir = "/var/lib/kubelet/plugins_registry";
+  std::string kubelet_plugins_dir = "/var/lib/kubelet/plugins";
+  std::string pod_uid;  // rolling-update socket names when set
+  int healthcheck_port = -1;
+  std::string http_endpoint;
+  std::string metrics_path = "/metrics";
+  std::string kubeconfig;
+  double kube_api_qps = 5;
+  int kube_api_burst = 10;
+  std::string boot_id_path = "/proc/sys/kernel/random/boot_id";
+  absl::Duration cleanup_interval = absl::Minutes(10);
+  const FeatureGates* gates = nullptr;
+};
+
+// Runs until `signals` reports shutdown; returns the startup error otherwise.
+absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals);
+
+}  // namespace dra::gpu

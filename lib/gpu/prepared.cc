@@ -1,0 +1,89 @@
+#include "lib/gpu/prepared.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace dra::gpu {
+namespace {
+
+absl::StatusOr<DeviceType> ParseType(const std::string& s) {
+  if (s == "gpu") return DeviceType::kGpu;
+  if (s == "mig") return DeviceType::kMig;
+  if (s == "vfio") return DeviceType::kVfio;
+  return absl::InvalidArgumentError(absl::StrCat("unknown prepared device type \"", s, "\""));
+}
+
+}  // namespace
+
+std::string ClaimDeviceName(const std::string& claim_uid, const std::string& device) {
+  return absl::StrCat(claim_uid, "-", device);
+}
+
+nlohmann::json PreparedDevicesToJson(const std::vector<PreparedDevice>& devices) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PreparedDevice& d : devices) {
+    nlohmann::json j = {{"requests", d.requests},
+                        {"pool", d.pool},
+                        {"device", d.device},
+                        {"cdiDeviceIDs", d.cdi_device_ids},
+                        {"type", DeviceTypeName(d.type)},
+                        {"uuid", d.uuid},
+                        {"minor", d.minor},
+                        {"pciBusID", d.pci_bus_id}};
+    if (d.admin_access) j["adminAccess"] = true;
+    if (d.mig) {
+      j["mig"] = {{"uuid", d.mig->uuid},
+                  {"parentUUID", d.mig->parent_uuid},
+                  {"parentMinor", d.mig->parent_minor},
+                  {"parentPCIBusID", d.mig->parent_pci_bus_id},
+                  {"profile", d.mig->profile},
+                  {"giProfileID", d.mig->gi_profile_id},
+                  {"placementStart", d.mig->placement_start},
+                  {"placementSize", d.mig->placement_size},
+                  {"giID", d.mig->gi_id},
+                  {"ciID", d.mig->ci_id}};
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromJson(const nlohmann::json& j) {
+  std::vector<PreparedDevice> out;
+  if (j.is_null()) return out;
+  if (!j.is_array()) return absl::InvalidArgumentError("prepared devices: expected a list");
+  try {
+    for (const nlohmann::json& e : j) {
+      PreparedDevice d;
+      d.requests = e.at("requests").get<std::vector<std::string>>();
+      d.pool = e.at("pool").get<std::string>();
+      d.device = e.at("device").get<std::string>();
+      d.cdi_device_ids = e.at("cdiDeviceIDs").get<std::vector<std::string>>();
+      auto type = ParseType(e.at("type").get<std::string>());
+      if (!type.ok()) return type.status();
+      d.type = *type;
+      d.uuid = e.at("uuid").get<std::string>();
+      d.minor = e.at("minor").get<unsigned int>();
+      d.pci_bus_id = e.value("pciBusID", "");
+      d.admin_access = e.value("adminAccess", false);
+      if (e.contains("mig")) {
+        const nlohmann::json& m = e["mig"];
+        d.mig = MigInfo{.uuid = m.at("uuid"),
+                        .parent_uuid = m.at("parentUUID"),
+                        .parent_minor = m.at("parentMinor"),
+                        .parent_pci_bus_id = m.at("parentPCIBusID"),
+                        .profile = m.at("profile"),
+                        .gi_profile_id = m.at("giProfileID"),
+                        .placement_start = m.at("placementStart"),
+                        .placement_size = m.at("placementSize"),
+                        .gi_id = m.at("giID"),
+                        .ci_id = m.at("ciID")};
+      }
+      out.push_back(std::move(d));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("prepared devices: ", e.what()));
+  }
+  return out;
+}
+
+}  // namespace dra::gpu
