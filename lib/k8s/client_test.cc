@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/common/atomic_file.h"
 #include "lib/k8s/errors.h"
 #include "lib/k8s/objects_core.h"
 #include "test/support/canned_http_server.h"
@@ -70,6 +71,37 @@ TEST(ClientRetryTest, NonJsonSuccessBodyIsAnError) {
   auto r = client->Get(Node::kResource, "", "n1");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("get nodes n1"));
+}
+
+TEST(ClientAuthTest, BearerTokenFileIsReReadWhenItChanges) {
+  char tmpl[] = "/tmp/token-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string token_file = dir + "/token";
+  ASSERT_TRUE(WriteFileAtomically(token_file, "first-token\n").ok());
+  CannedHttpServer server({{200, kNode, ""}});
+  RestConfig cfg;
+  cfg.server = server.url();
+  cfg.bearer_token_file = token_file;
+  auto client = Client::Create(cfg);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Get(Node::kResource, "", "n1").ok());
+  // Projected service-account tokens are replaced in place (a new file renamed over the old).
+  ASSERT_TRUE(WriteFileAtomically(token_file, "second-token\n").ok());
+  ASSERT_TRUE((*client)->Get(Node::kResource, "", "n1").ok());
+  auto heads = server.heads();
+  ASSERT_EQ(heads.size(), 2u);
+  EXPECT_THAT(heads[0], ::testing::HasSubstr("Authorization: Bearer first-token\r\n"));
+  EXPECT_THAT(heads[1], ::testing::HasSubstr("Authorization: Bearer second-token\r\n"));
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(ClientAuthTest, MissingTokenFileIsAClearError) {
+  RestConfig cfg;
+  cfg.server = "https://127.0.0.1:1";
+  cfg.bearer_token_file = "/nonexistent/token";
+  auto client = Client::Create(cfg);
+  ASSERT_FALSE(client.ok());
+  EXPECT_THAT(std::string(client.status().message()), ::testing::HasSubstr("/nonexistent/token"));
 }
 
 }  // namespace

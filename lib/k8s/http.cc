@@ -138,18 +138,21 @@ void HttpTransport::Return(std::unique_ptr<Handle> handle) {
 
 std::string HttpTransport::BearerToken() {
   if (config_.bearer_token_file.empty()) return config_.bearer_token;
+  // The file's identity: a rotated token is a new file renamed into place (new inode), and the
+  // mtime alone can repeat within one filesystem timestamp tick.
   struct stat st {};
-  int64_t mtime = -1;
+  std::string version;
   if (::stat(config_.bearer_token_file.c_str(), &st) == 0) {
-    mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    version =
+        absl::StrCat(st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
   }
   absl::MutexLock lock(&mu_);
-  if (mtime != token_mtime_ns_ || token_.empty()) {
+  if (version != token_version_ || token_.empty()) {
     // Projected service-account tokens are rotated in place; re-read whenever the file changed.
     auto t = ReadFile(config_.bearer_token_file);
     if (t.ok()) {
       token_ = std::string(absl::StripAsciiWhitespace(*t));
-      token_mtime_ns_ = mtime;
+      token_version_ = version;
     }
   }
   return token_;

@@ -74,7 +74,7 @@ class HttpTransport {
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Handle>> idle_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
-  int64_t token_mtime_ns_ ABSL_GUARDED_BY(mu_) = -1;
+  std::string token_version_ ABSL_GUARDED_BY(mu_);  // inode:size:mtime of the token file read
 };
 
 }  // namespace dra::k8s

@@ -143,6 +143,22 @@ TEST_F(InformerIntegrationTest, CacheHandlersAndIndex) {
   EXPECT_EQ(informer.ByIndex("node", "node-" + run_).size(), 1u);
 }
 
+TEST_F(InformerIntegrationTest, ResyncRedeliversUnchangedObjectsAsUpdates) {
+  CreateWithRetry(run_ + "-r");
+  Informer<ResourceSlice> informer(client_.get(), "", {.label_selector = "informer-run=" + run_},
+                                   absl::Milliseconds(200));
+  std::atomic<int> same_version_updates{0};
+  informer.AddHandlers({.on_update = [&](const auto& old_obj, const auto& new_obj) {
+    if (old_obj->metadata.resource_version == new_obj->metadata.resource_version) {
+      ++same_version_updates;
+    }
+  }});
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(absl::Seconds(10)));
+  EXPECT_TRUE(WaitFor([&] { return same_version_updates >= 2; }, absl::Seconds(5)));
+  informer.Stop();
+}
+
 // The acceptance test for resumable watches: objects are created before, during and after a
 // kube-apiserver restart; the informer must end with exactly the server's set and must have
 // reported each object added exactly once.

@@ -47,6 +47,12 @@ class CannedHttpServer {
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
+  // Whole request heads (request line and headers), in arrival order.
+  std::vector<std::string> heads() {
+    absl::MutexLock l(&mu_);
+    return heads_;
+  }
+
   // Request lines ("GET /path HTTP/1.1") with the time each arrived.
   std::vector<std::pair<std::string, absl::Time>> requests() {
     absl::MutexLock l(&mu_);
@@ -70,6 +76,7 @@ class CannedHttpServer {
       {
         absl::MutexLock l(&mu_);
         requests_.emplace_back(in.substr(0, in.find("\r\n")), absl::Now());
+        heads_.push_back(in.substr(0, in.find("\r\n\r\n")));
       }
       const Reply& r = replies_[std::min(next++, replies_.size() - 1)];
       std::string out = "HTTP/1.1 " + std::to_string(r.code) +
@@ -88,6 +95,7 @@ class CannedHttpServer {
   std::thread thread_;
   absl::Mutex mu_;
   std::vector<std::pair<std::string, absl::Time>> requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> heads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dra::testing
