@@ -90,8 +90,8 @@ TEST(ClientAuthTest, BearerTokenFileIsReReadWhenItChanges) {
   ASSERT_TRUE((*client)->Get(Node::kResource, "", "n1").ok());
   auto heads = server.heads();
   ASSERT_EQ(heads.size(), 2u);
-  EXPECT_THAT(heads[0], ::testing::HasSubstr("Authorization: Bearer first-token\r\n"));
-  EXPECT_THAT(heads[1], ::testing::HasSubstr("Authorization: Bearer second-token\r\n"));
+  EXPECT_THAT(heads[0], ::testing::HasSubstr("Authorization: Bearer first-token"));
+  EXPECT_THAT(heads[1], ::testing::HasSubstr("Authorization: Bearer second-token"));
   std::system(("rm -rf " + dir).c_str());
 }
 
