@@ -124,4 +124,28 @@ absl::StatusOr<std::vector<TransientSpecFile>> TransientSpecDir::List() const {
   return out;
 }
 
+absl::StatusOr<int> TransientSpecDir::RemoveTemporaryFiles() const {
+  // WriteFileAtomically names its temporary files ".<target name>.tmp.<random>".
+  const std::string prefix = absl::StrCat(".", TransientSpecName(kind_, ""));
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return ErrnoToStatus(errno, absl::StrCat("list CDI specs in ", dir_));
+  std::vector<std::string> stale;
+  while (const dirent* entry = ::readdir(d)) {
+    absl::string_view name = entry->d_name;
+    if (absl::StartsWith(name, prefix) && absl::StrContains(name, ".tmp.")) {
+      stale.push_back(absl::StrCat(dir_, "/", name));
+    }
+  }
+  ::closedir(d);
+  int removed = 0;
+  for (const std::string& path : stale) {
+    if (::unlink(path.c_str()) == 0) {
+      ++removed;
+    } else if (errno != ENOENT) {
+      return ErrnoToStatus(errno, absl::StrCat("remove ", path));
+    }
+  }
+  return removed;
+}
+
 }  // namespace dra::cdi

@@ -56,6 +56,10 @@ class TransientSpecDir {
   // IDs no longer prepared. Hidden files (in-flight temporary files) are skipped.
   absl::StatusOr<std::vector<TransientSpecFile>> List() const;
 
+  // Removes temporary files of this kind left by a writer that died between creating and renaming
+  // them; returns how many. REQUIRES: no Write of this kind is in flight (in any process).
+  absl::StatusOr<int> RemoveTemporaryFiles() const;
+
  private:
   TransientSpecDir(std::string dir, Kind kind) : dir_(std::move(dir)), kind_(std::move(kind)) {}
 

@@ -169,5 +169,18 @@ TEST_F(TransientSpecDirTest, ListOfMissingDirectoryFails) {
   EXPECT_THAT(std::string(files.status().message()), HasSubstr("list CDI specs in " + dir_));
 }
 
+TEST_F(TransientSpecDirTest, RemoveTemporaryFilesTakesOnlyOurLeftovers) {
+  auto touch = [this](const std::string& name) { std::ofstream(dir_ + "/" + name) << "x"; };
+  touch(".k8s.gpu.example.com-claim_u1.json.tmp.AbC123");  // ours, left by a crash
+  touch(".other-vendor-claim_u1.json.tmp.AbC123");         // another kind's
+  touch("k8s.gpu.example.com-claim_u2.json");              // a real spec
+  auto removed = specs_->RemoveTemporaryFiles();
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1);
+  EXPECT_FALSE(fs::exists(dir_ + "/.k8s.gpu.example.com-claim_u1.json.tmp.AbC123"));
+  EXPECT_TRUE(fs::exists(dir_ + "/.other-vendor-claim_u1.json.tmp.AbC123"));
+  EXPECT_TRUE(fs::exists(dir_ + "/k8s.gpu.example.com-claim_u2.json"));
+}
+
 }  // namespace
 }  // namespace dra::cdi

@@ -46,6 +46,8 @@ class ClaimCdi {
                                     const std::vector<PreparedDevice>& devices) const;
   // Removes the claim's spec; a missing file is success.
   absl::Status Remove(const std::string& claim_uid) const;
+  // Removes temporary spec files left by a crash mid-write. REQUIRES: the prep lock is held.
+  absl::StatusOr<int> RemoveTemporaryFiles() const { return dir_->RemoveTemporaryFiles(); }
   // Claim UIDs that have a spec file (for cleanup of specs whose claim is no longer prepared).
   absl::StatusOr<std::vector<std::string>> ListClaimUids() const;
 

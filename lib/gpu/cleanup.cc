@@ -43,6 +43,9 @@ absl::Status Cleanup::RunOnce() {
   // CDI specs without a checkpoint entry were left by a crash mid-prepare. Under the prep lock:
   // a prepare in flight writes its spec before its checkpoint entry.
   note(driver_->RunLocked([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(int temporary, cdi_->RemoveTemporaryFiles());
+    if (temporary > 0)
+      DRA_INFO("removed temporary CDI spec files left by a crash", "files", temporary);
     ASSIGN_OR_RETURN(std::vector<std::string> spec_uids, cdi_->ListClaimUids());
     ASSIGN_OR_RETURN(checkpoint::ClaimMap current, checkpoint_->List());
     for (const std::string& uid : spec_uids) {

@@ -1,0 +1,336 @@
+// The gpu-kubelet-plugin binary against the real local control plane: the slices it publishes per
+// mock profile, allocation by the real kube-scheduler, prepare/unprepare through its DRA socket,
+// restarts, and kill -9 in the middle of prepares.
+
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "lib/checkpoint/checkpoint.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/objects_core.h"
+#include "lib/k8s/objects_resource.h"
+#include "proto/dra/v1/api.grpc.pb.h"
+#include "test/doubles/testing/mock_driver_root.h"
+#include "test/support/plugin_process.h"
+
+namespace dra::gpu {
+namespace {
+
+namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+using dra::k8s::Client;
+using dra::k8s::ResourceClaim;
+using dra::k8s::ResourceSlice;
+
+class PluginIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cfg = dra::k8s::LoadKubeconfig(dra::testing::AdminKubeconfig());
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    client_ = std::move(*Client::Create(*cfg, {.qps = 0}));
+    node_ = absl::StrCat("plugin-it-", getpid(), "-", ++counter_);
+    auto node =
+        client_->Create(dra::k8s::Node::kResource, "",
+                        {{"apiVersion", "v1"},
+                         {"kind", "Node"},
+                         {"metadata", {{"name", node_}, {"labels", {{"plugin-it", node_}}}}}});
+    ASSERT_TRUE(node.ok()) << node.status();
+    // Without allocatable pods the scheduler would never place a pod here.
+    nlohmann::json resources = {{"pods", "110"}, {"cpu", "8"}, {"memory", "32Gi"}};
+    auto status = client_->MergePatch(
+        dra::k8s::Node::kResource, "", node_,
+        {{"status", {{"capacity", resources}, {"allocatable", resources}}}}, "status");
+    ASSERT_TRUE(status.ok()) << status.status();
+  }
+  void TearDown() override {
+    plugin_.reset();
+    for (const auto& c : claims_) (void)client_->Delete(ResourceClaim::kResource, "default", c);
+    for (const auto& p : pods_) {
+      (void)client_->Delete({"", "v1", "Pod", "pods", true}, "default", p,
+                            {.grace_period_seconds = 0});
+    }
+    auto slices = client_->ListAll(ResourceSlice::kResource, "",
+                                   {.field_selector = "spec.nodeName=" + node_});
+    if (slices.ok()) {
+      for (const auto& s : (*slices)["items"]) {
+        (void)client_->Delete(ResourceSlice::kResource, "", s["metadata"]["name"]);
+      }
+    }
+    (void)client_->Delete(dra::k8s::Node::kResource, "", node_);
+  }
+  void StartPlugin(const std::string& profile) {
+    std::string root = tmp_.path() + "/root";
+    ASSERT_TRUE(dra::testing::MakeMockDriverRoot(profile, root).ok());
+    plugin_ = std::make_unique<dra::testing::PluginProcess>(dra::testing::PluginProcessOptions{
+        .node_name = node_,
+        .driver_root = root,
+        .work_dir = tmp_.path(),
+        // An empty sysfs: the host's real PCI tree must not leak into the expected attributes.
+        .extra_args = {"--sys-root=" + tmp_.path() + "/sys"}});
+    plugin_->Start();
+    ASSERT_TRUE(plugin_->WaitForSocket()) << "no DRA socket; see " << plugin_->log();
+  }
+  std::vector<ResourceSlice> WaitForSlices() {
+    for (int i = 0; i < 2000; ++i) {
+      auto list = client_->ListAll(ResourceSlice::kResource, "",
+                                   {.field_selector = "spec.nodeName=" + node_});
+      if (list.ok() && !(*list)["items"].empty()) {
+        std::vector<ResourceSlice> out;
+        for (const auto& item : (*list)["items"]) out.push_back(*ResourceSlice::FromJson(item));
+        return out;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return {};
+  }
+  // A claim allocated directly through the status subresource, as the scheduler would.
+  std::string AllocatedClaim(const std::string& name, const std::string& device) {
+    nlohmann::json c = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "ResourceClaim"},
+        {"metadata", {{"name", name}, {"namespace", "default"}}},
+        {"spec",
+         {{"devices",
+           {{"requests",
+             {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
+    auto created = client_->Create(ResourceClaim::kResource, "default", c);
+    EXPECT_TRUE(created.ok()) << created.status();
+    claims_.push_back(name);
+    (*created)["status"] = {{"allocation",
+                             {{"devices",
+                               {{"results",
+                                 {{{"request", "gpu"},
+                                   {"driver", "gpu.nvidia.com"},
+                                   {"pool", node_},
+                                   {"device", device}}}}}}}}};
+    auto updated = client_->UpdateStatus(ResourceClaim::kResource, "default", *created);
+    EXPECT_TRUE(updated.ok()) << updated.status();
+    return (*updated)["metadata"]["uid"];
+  }
+  std::unique_ptr<drapb::DRAPlugin::Stub> Stub() {
+    return drapb::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix://" + plugin_->socket(), grpc::InsecureChannelCredentials()));
+  }
+  // Returns the claim's error string ("" on success) or the gRPC error.
+  std::string Prepare(const std::string& name, const std::string& uid,
+                      std::vector<std::string>* cdi_ids = nullptr) {
+    drapb::NodePrepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_("default");
+    c->set_name(name);
+    c->set_uid(uid);
+    drapb::NodePrepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
+    grpc::Status s = Stub()->NodePrepareResources(&ctx, req, &resp);
+    if (!s.ok()) return "grpc: " + s.error_message();
+    if (!resp.claims().contains(uid)) return "no result for claim";
+    const auto& r = resp.claims().at(uid);
+    if (cdi_ids) {
+      for (const auto& d : r.devices()) {
+        for (const auto& id : d.cdi_device_ids()) cdi_ids->push_back(id);
+      }
+    }
+    return r.error();
+  }
+  std::string Unprepare(const std::string& name, const std::string& uid) {
+    drapb::NodeUnprepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_("default");
+    c->set_name(name);
+    c->set_uid(uid);
+    drapb::NodeUnprepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = Stub()->NodeUnprepareResources(&ctx, req, &resp);
+    if (!s.ok()) return "grpc: " + s.error_message();
+    return resp.claims().at(uid).error();
+  }
+  bool SpecExists(const std::string& uid) {
+    return std::filesystem::exists(plugin_->cdi_dir() + "/k8s.gpu.nvidia.com-claim_" + uid +
+                                   ".json");
+  }
+
+  static inline int counter_ = 0;
+  dra::testing::TempDir tmp_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<dra::testing::PluginProcess> plugin_;
+  std::string node_;
+  std::vector<std::string> claims_, pods_;
+};
+
+struct ProfileCase {
+  std::string profile;
+  std::vector<std::string> devices;
+  std::set<std::string> attributes_of_first;  // exact attribute keys of devices[0]
+};
+
+TEST_F(PluginIntegrationTest, PublishesTheExpectedSlicesForEveryProfile) {
+  const std::set<std::string> gpu_attrs = {"type",
+                                           "uuid",
+                                           "productName",
+                                           "brand",
+                                           "architecture",
+                                           "cudaComputeCapability",
+                                           "driverVersion",
+                                           "cudaDriverVersion",
+                                           "resource.kubernetes.io/pciBusID"};
+  std::set<std::string> mig_attrs = gpu_attrs;
+  mig_attrs.insert({"parentUUID", "profile"});
+  const ProfileCase cases[] = {
+      {"h100-8x",
+       {"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7"},
+       gpu_attrs},
+      {"t4-2x", {"gpu-0", "gpu-1"}, gpu_attrs},
+      {"a100-mig-4x",
+       {"gpu-0-mig-1g5gb-19-0", "gpu-0-mig-1g5gb-19-1", "gpu-0-mig-2g10gb-14-2",
+        "gpu-0-mig-3g20gb-9-4", "gpu-1-mig-1g5gb-19-0", "gpu-1-mig-1g5gb-19-1",
+        "gpu-1-mig-2g10gb-14-2", "gpu-1-mig-3g20gb-9-4", "gpu-2-mig-3g20gb-9-4"},
+       mig_attrs},
+      {"gb200-4x", {"gpu-0", "gpu-1", "gpu-2", "gpu-3"}, gpu_attrs},
+  };
+  for (const ProfileCase& c : cases) {
+    SCOPED_TRACE(c.profile);
+    StartPlugin(c.profile);
+    std::vector<ResourceSlice> slices = WaitForSlices();
+    ASSERT_EQ(slices.size(), 1u);
+    std::vector<std::string> names;
+    for (const auto& d : slices[0].spec.devices) names.push_back(d.name);
+    EXPECT_EQ(names, c.devices);
+    std::set<std::string> keys;
+    for (const auto& [k, v] : slices[0].spec.devices[0].attributes) keys.insert(k);
+    // addressingMode depends on the profile's architecture; everything else is exact.
+    keys.erase("addressingMode");
+    EXPECT_EQ(keys, c.attributes_of_first);
+    plugin_->Stop();
+    for (const auto& s : slices)
+      (void)client_->Delete(ResourceSlice::kResource, "", s.metadata.name);
+    std::filesystem::remove_all(tmp_.path() + "/root");
+  }
+}
+
+TEST_F(PluginIntegrationTest, SchedulerAllocatesAndPrepareWritesTheSpec) {
+  StartPlugin("h100-8x");
+  ASSERT_FALSE(WaitForSlices().empty());
+  // The selector of deployments/deviceclasses/gpu.nvidia.com.yaml.
+  nlohmann::json dc = {{"apiVersion", "resource.k8s.io/v1"},
+                       {"kind", "DeviceClass"},
+                       {"metadata", {{"name", "gpu.nvidia.com"}}},
+                       {"spec",
+                        {{"selectors",
+                          {{{"cel",
+                             {{"expression",
+                               "device.driver == 'gpu.nvidia.com' && "
+                               "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}}}}}}}};
+  (void)client_->Create(dra::k8s::DeviceClass::kResource, "", dc);
+  std::string claim = node_ + "-sched";
+  nlohmann::json selector = {
+      {"cel",
+       {{"expression",
+         "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')"}}}};
+  nlohmann::json request = {
+      {"name", "gpu"},
+      {"exactly", {{"deviceClassName", "gpu.nvidia.com"}, {"selectors", {selector}}}}};
+  nlohmann::json c = {{"apiVersion", "resource.k8s.io/v1"},
+                      {"kind", "ResourceClaim"},
+                      {"metadata", {{"name", claim}, {"namespace", "default"}}},
+                      {"spec", {{"devices", {{"requests", {request}}}}}}};
+  ASSERT_TRUE(client_->Create(ResourceClaim::kResource, "default", c).ok());
+  claims_.push_back(claim);
+  // A pod pinned to our node by its label; the node has no kubelet, so tolerate its taints.
+  std::string pod = node_ + "-pod";
+  nlohmann::json p = {{"apiVersion", "v1"},
+                      {"kind", "Pod"},
+                      {"metadata", {{"name", pod}, {"namespace", "default"}}},
+                      {"spec",
+                       {{"nodeSelector", {{"plugin-it", node_}}},
+                        {"tolerations", {{{"operator", "Exists"}}}},
+                        {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", claim}}}},
+                        {"containers",
+                         {{{"name", "c"},
+                           {"image", "localhost/dra-workload:v1"},
+                           {"resources", {{"claims", {{{"name", "gpu"}}}}}}}}}}}};
+  ASSERT_TRUE(client_->Create({"", "v1", "Pod", "pods", true}, "default", p).ok());
+  pods_.push_back(pod);
+  std::optional<ResourceClaim> allocated;
+  for (int i = 0; i < 600 && !allocated; ++i) {
+    auto got = client_->Get(ResourceClaim::kResource, "default", claim);
+    if (got.ok()) {
+      auto rc = ResourceClaim::FromJson(*got);
+      if (rc.ok() && rc->status.allocation) allocated = *rc;
+    }
+    if (!allocated) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(allocated.has_value()) << "the scheduler did not allocate the claim";
+  ASSERT_EQ(allocated->status.allocation->devices.results.size(), 1u);
+  const auto& result = allocated->status.allocation->devices.results[0];
+  EXPECT_EQ(result.driver, "gpu.nvidia.com");
+  EXPECT_EQ(result.pool, node_);
+  std::vector<std::string> ids;
+  ASSERT_EQ(Prepare(claim, allocated->metadata.uid, &ids), "");
+  EXPECT_THAT(ids, ::testing::ElementsAre(absl::StrCat(
+                       "k8s.gpu.nvidia.com/claim=", allocated->metadata.uid, "-", result.device)));
+  EXPECT_TRUE(SpecExists(allocated->metadata.uid));
+  ASSERT_EQ(Unprepare(claim, allocated->metadata.uid), "");
+  EXPECT_FALSE(SpecExists(allocated->metadata.uid));
+}
+
+TEST_F(PluginIntegrationTest, RestartBetweenPrepareAndUnprepareLosesNothing) {
+  StartPlugin("h100-8x");
+  std::string uid = AllocatedClaim(node_ + "-r", "gpu-2");
+  ASSERT_EQ(Prepare(node_ + "-r", uid), "");
+  plugin_->Stop(SIGTERM);
+  plugin_->Start();
+  ASSERT_TRUE(plugin_->WaitForSocket());
+  // Still prepared: a second claim on the same GPU is refused, the spec is still there.
+  std::string other = AllocatedClaim(node_ + "-r2", "gpu-2");
+  EXPECT_THAT(Prepare(node_ + "-r2", other), ::testing::HasSubstr("already allocated"));
+  EXPECT_TRUE(SpecExists(uid));
+  ASSERT_EQ(Unprepare(node_ + "-r", uid), "");
+  EXPECT_FALSE(SpecExists(uid));
+  EXPECT_EQ(Prepare(node_ + "-r2", other), "");
+}
+
+TEST_F(PluginIntegrationTest, KillDuringPrepareThenRetryIsConsistent) {
+  StartPlugin("h100-8x");
+  std::mt19937 rng(42);
+  for (int i = 0; i < 12; ++i) {
+    SCOPED_TRACE(i);
+    std::string name = absl::StrCat(node_, "-k", i);
+    std::string uid = AllocatedClaim(name, absl::StrCat("gpu-", i % 8));
+    // Fire the prepare and kill the plugin somewhere inside it (0..4 ms in).
+    std::thread caller([&] { (void)Prepare(name, uid); });
+    absl::SleepFor(absl::Microseconds(rng() % 4000));
+    plugin_->Stop(SIGKILL);
+    caller.join();
+    plugin_->Start();
+    ASSERT_TRUE(plugin_->WaitForSocket());
+    // The kubelet retries; the retry must succeed and leave exactly one consistent record.
+    ASSERT_EQ(Prepare(name, uid), "");
+    EXPECT_TRUE(SpecExists(uid));
+    ASSERT_EQ(Unprepare(name, uid), "");
+    EXPECT_FALSE(SpecExists(uid));
+  }
+  // The startup cleanup (under the prep lock) removes temporary files of killed writes.
+  auto leftovers = [&] {
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(plugin_->cdi_dir())) {
+      left.push_back(e.path().filename());
+    }
+    return left;
+  };
+  for (int i = 0; i < 100 && !leftovers().empty(); ++i) absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_THAT(leftovers(), ::testing::IsEmpty());
+  plugin_->Stop(SIGTERM);
+  auto cp = checkpoint::Checkpoint::Open(plugin_->data_dir());
+  ASSERT_TRUE(cp.ok()) << cp.status();
+  auto all = (*cp)->List();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+}
+
+}  // namespace
+}  // namespace dra::gpu
