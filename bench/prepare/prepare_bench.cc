@@ -87,13 +87,16 @@ int main(int argc, char** argv) {
                        {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node}}}}),
         "create node");
 
+  // As on a node: CDI specs in /var/run/cdi (tmpfs), the checkpoint on disk under the kubelet's
+  // plugin directory.
+  const std::string cdi_root = absl::StrCat("/dev/shm/prepare-bench-cdi-", getpid());
   absl::Time start = absl::Now();
   pid_t pid = fork();
   if (pid == 0) {
     std::string log = tmp.path() + "/plugin.log";
     freopen(log.c_str(), "w", stderr);
     execl(plugin.c_str(), plugin.c_str(), "--node-name", node.c_str(), "--kubeconfig",
-          dra::testing::AdminKubeconfig().c_str(), "--cdi-root", (tmp.path() + "/cdi").c_str(),
+          dra::testing::AdminKubeconfig().c_str(), "--cdi-root", cdi_root.c_str(),
           "--nvidia-driver-root", root.c_str(), "--container-driver-root", root.c_str(),
           "--proc-root", (root + "/proc").c_str(), "--kubelet-plugins-directory-path",
           (kubelet + "/plugins").c_str(), "--kubelet-registrar-directory-path",
@@ -178,6 +181,7 @@ int main(int argc, char** argv) {
 
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
+  std::system(("rm -rf " + cdi_root).c_str());
   for (const auto& [name, uid] : made) {
     (void)client->Delete(dra::k8s::ResourceClaim::kResource, ns, name);
   }

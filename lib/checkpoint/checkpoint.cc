@@ -253,7 +253,12 @@ absl::StatusOr<CorruptionReport> Checkpoint::QuarantineLocked(const std::string&
 
 absl::Status Checkpoint::WriteLocked(const Contents& contents) const {
   ASSIGN_OR_RETURN(std::string text, EncodeCheckpoint(contents));
-  return WriteFileAtomically(path_, text, 0644);
+  // Not durable on purpose: the checkpoint records the boot ID and a reboot (the only way to lose
+  // the page cache) invalidates it, so fsyncs would buy nothing; a torn file after a power loss is
+  // handled by the corruption policy. The replaced file's blocks are freed off the prepare path.
+  return WriteFileAtomically(
+      path_, text,
+      AtomicWriteOptions{.mode = 0644, .release_replaced_in_background = true, .durable = false});
 }
 
 void Checkpoint::Notify(const std::optional<CorruptionReport>& report) const {

@@ -40,7 +40,10 @@ class CheckpointTest : public ::testing::Test {
     options_.clock = &clock_;
     options_.on_corruption = [this](const CorruptionReport& r) { reports_.push_back(r); };
   }
-  void TearDown() override { fs::remove_all(root_); }
+  void TearDown() override {
+    WaitForBackgroundUnlinks();
+    fs::remove_all(root_);
+  }
 
   void SetBootId(const std::string& id) { std::ofstream(boot_id_path_) << id; }
 

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/common/status.h"
 
 namespace dra {
@@ -57,7 +59,50 @@ absl::Status StepError(int errno_value, absl::string_view step, absl::string_vie
   return ErrnoToStatus(errno_value, absl::StrCat(step, " ", file));
 }
 
-absl::Status WriteTempAndRename(const std::string& path, absl::string_view contents, mode_t mode) {
+// Unlinks files handed to it on its own thread (started on first use, lives until exit).
+class BackgroundUnlinker {
+ public:
+  static BackgroundUnlinker& Get() {
+    static BackgroundUnlinker* u = new BackgroundUnlinker();  // never destroyed: see class comment
+    return *u;
+  }
+  void Add(std::string path) {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back(std::move(path));
+  }
+  void WaitIdle() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &BackgroundUnlinker::IdleLocked));
+  }
+
+ private:
+  BackgroundUnlinker() {
+    std::thread([this] {
+      while (true) {
+        std::vector<std::string> batch;
+        {
+          absl::MutexLock lock(&mu_);
+          mu_.Await(absl::Condition(
+              +[](std::vector<std::string>* p) { return !p->empty(); }, &pending_));
+          batch.swap(pending_);
+          busy_ = true;
+        }
+        for (const std::string& p : batch) ::unlink(p.c_str());
+        absl::MutexLock lock(&mu_);
+        busy_ = false;
+      }
+    }).detach();
+  }
+  bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_.empty() && !busy_; }
+
+  absl::Mutex mu_;
+  std::vector<std::string> pending_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+absl::Status WriteTempAndRename(const std::string& path, absl::string_view contents,
+                                const AtomicWriteOptions& options) {
+  const mode_t mode = options.mode;
   auto [dir, base] = SplitPath(path);
   if (base.empty()) return absl::InvalidArgumentError("path names a directory");
   std::string temp = absl::StrCat(dir, "/.", base, ".tmp.XXXXXX");
@@ -72,11 +117,19 @@ absl::Status WriteTempAndRename(const std::string& path, absl::string_view conte
     if (absl::Status s = WriteAll(fd.Get(), contents); !s.ok()) {
       return Annotate(s, absl::StrCat("write ", temp));
     }
-    if (::fsync(fd.Get()) != 0) return StepError(errno, "fsync", temp);
+    if (options.durable && ::fsync(fd.Get()) != 0) return StepError(errno, "fsync", temp);
     if (fd.Close() != 0) return StepError(errno, "close", temp);
-    if (::rename(temp.c_str(), path.c_str()) != 0) {
-      return StepError(errno, absl::StrCat("rename ", temp, " to"), path);
+    std::string keep;
+    if (options.release_replaced_in_background) {
+      keep = temp + ".old";
+      if (::link(path.c_str(), keep.c_str()) != 0) keep.clear();  // nothing to keep (ENOENT)
     }
+    if (::rename(temp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      if (!keep.empty()) ::unlink(keep.c_str());
+      return StepError(err, absl::StrCat("rename ", temp, " to"), path);
+    }
+    if (!keep.empty()) BackgroundUnlinker::Get().Add(std::move(keep));
     return absl::OkStatus();
   }();
   if (!status.ok()) {
@@ -84,6 +137,7 @@ absl::Status WriteTempAndRename(const std::string& path, absl::string_view conte
     return status;
   }
 
+  if (!options.durable) return absl::OkStatus();
   ScopedFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.Get() < 0) return StepError(errno, "open directory", dir);
   if (::fsync(dir_fd.Get()) != 0) return StepError(errno, "fsync directory", dir);
@@ -92,8 +146,15 @@ absl::Status WriteTempAndRename(const std::string& path, absl::string_view conte
 
 }  // namespace
 
+void WaitForBackgroundUnlinks() { BackgroundUnlinker::Get().WaitIdle(); }
+
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode) {
-  return Annotate(WriteTempAndRename(path, contents, mode), absl::StrCat("write ", path));
+  return WriteFileAtomically(path, contents, AtomicWriteOptions{.mode = mode});
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
+                                 const AtomicWriteOptions& options) {
+  return Annotate(WriteTempAndRename(path, contents, options), absl::StrCat("write ", path));
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

@@ -24,6 +24,25 @@ namespace dra {
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
                                  mode_t mode = 0644);
 
+struct AtomicWriteOptions {
+  mode_t mode = 0644;
+  // Keep the replaced file's blocks alive through a hidden hard link (".<name>.tmp.*.old") and
+  // free them on a background thread. On ext4 with online discard, freeing a file's blocks costs
+  // about a millisecond; this keeps that off the caller's path (prepare latency). A crash may leave
+  // the hidden link behind; it matches the temporary-file pattern that owners clean at startup.
+  bool release_replaced_in_background = false;
+  // fsync the file and its directory. Only state that must survive a power loss needs it; state
+  // that a reboot invalidates anyway (a checkpoint keyed to the boot ID) is crash-safe against
+  // process death through the rename alone, and skipping the fsyncs saves a journal commit.
+  bool durable = true;
+};
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
+                                 const AtomicWriteOptions& options);
+
+// Blocks until every replaced file handed to the background thread has been unlinked (for tests
+// and tools that remove whole directories right after writing).
+void WaitForBackgroundUnlinks();
+
 // The whole file. NotFound when it does not exist; errors read "read <path>: <reason>".
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

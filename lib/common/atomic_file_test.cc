@@ -1,6 +1,7 @@
 #include "lib/common/atomic_file.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +69,30 @@ TEST_F(AtomicFileTest, WritesNewFileWithMode) {
   }
   ::umask(old_umask);
   EXPECT_THAT(Entries(dir_), UnorderedElementsAre("a.json", "empty", "exec", "binary", "large"));
+}
+
+TEST_F(AtomicFileTest, ReplacedFileIsReleasedInTheBackground) {
+  const std::string path = dir_ + "/checkpoint.json";
+  AtomicWriteOptions options{
+      .mode = 0600, .release_replaced_in_background = true, .durable = false};
+  ASSERT_TRUE(WriteFileAtomically(path, "one", options).ok());  // nothing to replace yet
+  // A reader holding the old file keeps reading the old contents.
+  int old_fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(old_fd, 0);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(WriteFileAtomically(path, "v" + std::to_string(i), options).ok());
+  }
+  char buf[8] = {};
+  EXPECT_EQ(::read(old_fd, buf, sizeof(buf)), 3);
+  EXPECT_STREQ(buf, "one");
+  ::close(old_fd);
+  EXPECT_EQ(*ReadFile(path), "v19");
+  WaitForBackgroundUnlinks();
+  // Only the file itself remains: the kept links of the replaced versions are gone.
+  EXPECT_THAT(Entries(dir_), UnorderedElementsAre("checkpoint.json"));
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
 TEST_F(AtomicFileTest, ReplacesExistingFileAndItsMode) {

@@ -56,10 +56,12 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::Prepare(const k8s::Reso
 absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
     const k8s::ResourceClaim& claim) {
   const std::string& uid = claim.metadata.uid;
-  ASSIGN_OR_RETURN(std::optional<checkpoint::PreparedClaim> existing, checkpoint_->Get(uid));
-  if (existing && existing->state == ClaimState::kPrepareCompleted) {
+  // One read serves the idempotency check and the overlap check below.
+  ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
+  if (auto it = all.find(uid);
+      it != all.end() && it->second.state == ClaimState::kPrepareCompleted) {
     DRA_VLOG(4, "claim already prepared", "claim", uid);
-    return PreparedDevicesFromJson(existing->prepared_devices);
+    return PreparedDevicesFromJson(it->second.prepared_devices);
   }
   if (!claim.status.allocation) return absl::FailedPreconditionError("claim not yet allocated");
   FeatureGates no_gates;
@@ -94,7 +96,6 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   }
 
   // No device may be held by another prepared claim, unless one side has admin access.
-  ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
   for (const auto& [other_uid, other] : all) {
     if (other_uid == uid || other.state != ClaimState::kPrepareCompleted) continue;
     ASSIGN_OR_RETURN(std::vector<PreparedDevice> held,
@@ -123,11 +124,32 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
     c.state = ClaimState::kPrepareCompleted;
     c.allocation = allocation;
     c.prepared_devices = PreparedDevicesToJson(prepared);
+    CountPreparedDevices(claims);
     return absl::OkStatus();
   }));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
            claim.metadata.name, "devices", prepared.size());
   return prepared;
+}
+
+void DeviceState::CountPreparedDevices(const checkpoint::ClaimMap& claims) {
+  std::map<std::string, int> counts;
+  for (const auto& [uid, c] : claims) {
+    if (c.state != ClaimState::kPrepareCompleted) continue;
+    auto devices = PreparedDevicesFromJson(c.prepared_devices);
+    if (!devices.ok()) {
+      ++counts["unknown"];
+      continue;
+    }
+    for (const PreparedDevice& d : *devices) ++counts[DeviceTypeName(d.type)];
+  }
+  absl::MutexLock lock(&counts_mu_);
+  prepared_counts_ = std::move(counts);
+}
+
+std::map<std::string, int> DeviceState::PreparedDeviceCounts() const {
+  absl::MutexLock lock(&counts_mu_);
+  return prepared_counts_;
 }
 
 absl::Status DeviceState::Unprepare(const std::string& claim_uid) {
@@ -143,6 +165,7 @@ absl::Status DeviceState::Unprepare(const std::string& claim_uid) {
   RETURN_IF_ERROR(cdi_->Remove(claim_uid));
   RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
     claims.erase(claim_uid);
+    CountPreparedDevices(claims);
     return absl::OkStatus();
   }));
   DRA_INFO("unprepared claim", "claim", claim_uid, "namespace", existing->namespace_name, "name",

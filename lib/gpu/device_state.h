@@ -13,6 +13,7 @@
 // Thread-safety: Prepare/Unprepare may be called from any thread; they serialize on an internal
 // mutex (the caller adds the cross-process flock).
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,12 @@ class DeviceState {
 
   const Inventory& inventory() const { return inventory_; }
 
+  // Devices of completely prepared claims by type ("gpu", "mig", ...), as of the last checkpoint
+  // write by this object (or CountPreparedDevices).
+  std::map<std::string, int> PreparedDeviceCounts() const;
+  // Recounts from `claims` (e.g. the checkpoint at startup).
+  void CountPreparedDevices(const checkpoint::ClaimMap& claims);
+
  private:
   absl::StatusOr<std::vector<PreparedDevice>> PrepareLocked(const k8s::ResourceClaim& claim)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -60,6 +67,8 @@ class DeviceState {
   checkpoint::Checkpoint* const checkpoint_;
   const Options options_;
   absl::Mutex mu_;
+  mutable absl::Mutex counts_mu_;
+  std::map<std::string, int> prepared_counts_ ABSL_GUARDED_BY(counts_mu_);
 };
 
 }  // namespace dra::gpu

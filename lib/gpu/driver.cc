@@ -88,17 +88,8 @@ absl::Status GpuDriver::RunLocked(const std::function<absl::Status()>& fn) {
   return fn();
 }
 
-void GpuDriver::RefreshPreparedDevicesGauge(const checkpoint::ClaimMap& claims) {
-  std::map<std::string, int> counts;
-  for (const auto& [uid, c] : claims) {
-    if (c.state != checkpoint::ClaimState::kPrepareCompleted) continue;
-    auto devices = PreparedDevicesFromJson(c.prepared_devices);
-    if (!devices.ok()) {
-      ++counts["unknown"];
-      continue;
-    }
-    for (const PreparedDevice& d : *devices) ++counts[DeviceTypeName(d.type)];
-  }
+void GpuDriver::RefreshPreparedDevicesGauge() {
+  std::map<std::string, int> counts = state_->PreparedDeviceCounts();
   for (const char* t : kDeviceTypes) {
     metrics_->prepared_devices->WithLabels({metrics_->node, metrics_->driver, t})->Set(counts[t]);
   }
@@ -123,6 +114,7 @@ kubeletplugin::PrepareResult GpuDriver::PrepareOne(const k8s::ResourceClaim& cla
     DRA_ERROR("prepare failed", "claim", claim.metadata.uid, "err", s);
     return {s, {}};
   }
+  RefreshPreparedDevicesGauge();
   kubeletplugin::PrepareResult result;
   for (const PreparedDevice& d : *devices) {
     result.devices.push_back({.request_names = d.requests,
@@ -148,6 +140,7 @@ absl::Status GpuDriver::UnprepareOne(const kubeletplugin::ClaimRef& claim) {
     DRA_ERROR("unprepare failed", "claim", claim.uid, "err", s);
     return s;
   }
+  RefreshPreparedDevicesGauge();
   scope.Succeeded();
   return s;
 }

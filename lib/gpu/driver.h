@@ -46,8 +46,8 @@ class GpuDriver : public kubeletplugin::DraDriver {
   // prepare, such as removing CDI specs of claims not in the checkpoint).
   absl::Status RunLocked(const std::function<absl::Status()>& fn);
 
-  // Recomputes nvidia_dra_prepared_devices from the checkpoint.
-  void RefreshPreparedDevicesGauge(const checkpoint::ClaimMap& claims);
+  // Sets nvidia_dra_prepared_devices from the device state's counts.
+  void RefreshPreparedDevicesGauge();
 
  private:
   kubeletplugin::PrepareResult PrepareOne(const k8s::ResourceClaim& claim);

@@ -124,7 +124,8 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   DeviceState state(inventory, cdi.get(), checkpoint.get(),
                     {.pool_name = config.node_name, .gates = config.gates});
   GpuDriver driver(&state, plugin_dir, &driver_metrics);
-  if (auto claims = checkpoint->List(); claims.ok()) driver.RefreshPreparedDevicesGauge(*claims);
+  if (auto claims = checkpoint->List(); claims.ok()) state.CountPreparedDevices(*claims);
+  driver.RefreshPreparedDevicesGauge();
 
   ASSIGN_OR_RETURN(auto publisher,
                    kubeletplugin::SlicePublisher::Create(

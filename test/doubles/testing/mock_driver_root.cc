@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "lib/common/atomic_file.h"
 
 namespace dra::testing {
 
@@ -29,6 +30,8 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  // Replaced files may still be queued for unlinking in this process.
+  dra::WaitForBackgroundUnlinks();
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
 }
