@@ -1,9 +1,12 @@
-// Replays every file of lib/cdi/fuzz_corpus/ through the fuzz entry point (see test/support/fuzz_corpus.h).
+// Replays every file of lib/cdi/fuzz_corpus/ through the fuzz entry point (see
+// test/support/fuzz_corpus.h).
 
 #include "test/support/fuzz_corpus.h"
 
 namespace {
 
-TEST(CdiSpecFuzzCorpus, ReplaysEveryFile) { dra::testing::ReplayFuzzCorpus("lib/cdi/fuzz_corpus", 5); }
+TEST(CdiSpecFuzzCorpus, ReplaysEveryFile) {
+  dra::testing::ReplayFuzzCorpus("lib/cdi/fuzz_corpus", 5);
+}
 
 }  // namespace

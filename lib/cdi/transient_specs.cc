@@ -23,23 +23,6 @@ namespace {
 constexpr absl::string_view kJson = ".json";
 constexpr absl::string_view kYaml = ".yaml";
 
-// mkdir -p with mode 0755 for the parts that do not exist.
-absl::Status MakeDirs(const std::string& dir) {
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    const std::string prefix = dir.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return ErrnoToStatus(errno, absl::StrCat("create directory ", prefix));
-    }
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat("stat ", dir));
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status RemoveIfExists(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoToStatus(errno, absl::StrCat("remove CDI spec ", path));
@@ -58,7 +41,7 @@ absl::StatusOr<std::unique_ptr<TransientSpecDir>> TransientSpecDir::Create(std::
                                                                            absl::string_view kind) {
   if (dir.empty()) return absl::InvalidArgumentError("CDI spec directory must not be empty");
   ASSIGN_OR_RETURN(Kind parsed, ParseKind(kind));
-  RETURN_IF_ERROR(MakeDirs(dir));
+  RETURN_IF_ERROR(MakeDirectories(dir));
   return std::unique_ptr<TransientSpecDir>(new TransientSpecDir(std::move(dir), std::move(parsed)));
 }
 

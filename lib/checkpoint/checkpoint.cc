@@ -26,17 +26,6 @@ namespace {
 constexpr absl::string_view kTempPrefix = ".checkpoint.json.tmp.";
 constexpr absl::string_view kCorruptInfix = ".corrupt-";
 
-absl::Status MakeDir(const std::string& dir) {
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    const std::string prefix = dir.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return ErrnoToStatus(errno, absl::StrCat("create directory ", prefix));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Names in `dir` (not "." or ".."); errors name the directory.
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
@@ -89,7 +78,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(std::string dir,
                                                              Options options) {
   const std::string context = absl::StrCat("open checkpoint in ", dir);
   if (dir.empty()) return absl::InvalidArgumentError("checkpoint directory must not be empty");
-  RETURN_IF_ERROR(Annotate(MakeDir(dir), context));
+  RETURN_IF_ERROR(Annotate(MakeDirectories(dir), context));
   absl::StatusOr<std::string> raw_boot_id = ReadFile(boot_id_path);
   if (!raw_boot_id.ok()) return Annotate(raw_boot_id.status(), "read node boot ID");
   std::string boot_id(absl::StripAsciiWhitespace(*raw_boot_id));

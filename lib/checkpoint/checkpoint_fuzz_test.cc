@@ -1,9 +1,12 @@
-// Replays every file of lib/checkpoint/fuzz_corpus/ through the fuzz entry point (see test/support/fuzz_corpus.h).
+// Replays every file of lib/checkpoint/fuzz_corpus/ through the fuzz entry point (see
+// test/support/fuzz_corpus.h).
 
 #include "test/support/fuzz_corpus.h"
 
 namespace {
 
-TEST(CheckpointFuzzCorpus, ReplaysEveryFile) { dra::testing::ReplayFuzzCorpus("lib/checkpoint/fuzz_corpus", 5); }
+TEST(CheckpointFuzzCorpus, ReplaysEveryFile) {
+  dra::testing::ReplayFuzzCorpus("lib/checkpoint/fuzz_corpus", 5);
+}
 
 }  // namespace

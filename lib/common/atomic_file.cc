@@ -146,6 +146,22 @@ absl::Status WriteTempAndRename(const std::string& path, absl::string_view conte
 
 }  // namespace
 
+absl::Status MakeDirectories(const std::string& dir, mode_t mode) {
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    const std::string prefix = dir.substr(0, pos);
+    if (::mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
+      return ErrnoToStatus(errno, absl::StrCat("create directory ", prefix));
+    }
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat("stat ", dir));
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
 void WaitForBackgroundUnlinks() { BackgroundUnlinker::Get().WaitIdle(); }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode) {

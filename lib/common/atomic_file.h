@@ -43,6 +43,11 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 // and tools that remove whole directories right after writing).
 void WaitForBackgroundUnlinks();
 
+// mkdir -p: creates `dir` and its missing parents with `mode` (existing ones are left alone).
+// Errors read "create directory <path>: <reason>"; FailedPrecondition "<dir> is not a directory"
+// when something else is in the way.
+absl::Status MakeDirectories(const std::string& dir, mode_t mode = 0755);
+
 // The whole file. NotFound when it does not exist; errors read "read <path>: <reason>".
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
