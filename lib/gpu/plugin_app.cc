@@ -2,11 +2,11 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "lib/checkpoint/checkpoint.h"
+#include "lib/common/atomic_file.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/driverroot/driver_root.h"
@@ -30,18 +30,6 @@ namespace {
 
 constexpr char kComponent[] = "gpu-kubelet-plugin";
 
-absl::Status MakeDir(const std::string& path, mode_t mode) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return absl::OkStatus();
-  if (std::filesystem::exists(path, ec)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a directory"));
-  }
-  std::filesystem::create_directories(path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("create ", path, ": ", ec.message()));
-  ::chmod(path.c_str(), mode);
-  return absl::OkStatus();
-}
-
 // NVML discovery; a missing library or driver leaves the node without devices (degraded).
 absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
                                           const driverroot::DriverRoot& root) {
@@ -58,8 +46,8 @@ absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
 absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   if (config.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
   const std::string plugin_dir = absl::StrCat(config.kubelet_plugins_dir, "/", kDriverName);
-  RETURN_IF_ERROR(MakeDir(plugin_dir, 0750));
-  RETURN_IF_ERROR(MakeDir(config.cdi_root, 0750));
+  RETURN_IF_ERROR(MakeDirectories(plugin_dir, 0750));
+  RETURN_IF_ERROR(MakeDirectories(config.cdi_root, 0750));
 
   ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(config.kubeconfig));
   ASSIGN_OR_RETURN(auto client, k8s::Client::Create(rest, {.qps = config.kube_api_qps,
