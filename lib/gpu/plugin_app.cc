@@ -14,6 +14,7 @@
 #include "lib/gpu/cleanup.h"
 #include "lib/gpu/device_state.h"
 #include "lib/gpu/driver.h"
+#include "lib/gpu/health_server.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/slices.h"
 #include "lib/k8s/client.h"
@@ -142,6 +143,13 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
     DRA_INFO("serving metrics", "endpoint", config.http_endpoint, "path", config.metrics_path);
   }
 
+  std::unique_ptr<HealthServer> health;
+  if (config.healthcheck_port >= 0) {
+    ASSIGN_OR_RETURN(health,
+                     HealthServer::Start(config.healthcheck_port, server->dra_socket_path()));
+    DRA_INFO("serving gRPC health", "port", health->port());
+  }
+
   Cleanup cleanup(claim_client.get(), checkpoint.get(), cdi.get(), &driver);
   std::thread cleaner([&] {
     do {
@@ -153,6 +161,7 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   DRA_INFO("gpu-kubelet-plugin running", "node", config.node_name, "driver", kDriverName);
   signals->WaitForShutdown();
   DRA_INFO("shutting down", "signal", signals->shutdown_signal());
+  if (health) health->Stop();
   server->Stop();  // removes our sockets: the kubelet sees the plugin go away
   publisher->Stop();
   cleaner.join();

@@ -2,12 +2,18 @@
 // mock profile, allocation by the real kube-scheduler, prepare/unprepare through its DRA socket,
 // restarts, and kill -9 in the middle of prepares.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <filesystem>
+#include <future>
 #include <random>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "lib/checkpoint/checkpoint.h"
@@ -276,6 +282,76 @@ TEST_F(PluginIntegrationTest, SchedulerAllocatesAndPrepareWritesTheSpec) {
   EXPECT_TRUE(SpecExists(allocated->metadata.uid));
   ASSERT_EQ(Unprepare(claim, allocated->metadata.uid), "");
   EXPECT_FALSE(SpecExists(allocated->metadata.uid));
+}
+
+// grpc.health.v1.Health/Check with an empty request; returns the status field (1 = SERVING).
+int HealthStatus(int port) {
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::ByteBuffer request, response;  // empty HealthCheckRequest
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(s); });
+  grpc::Status s = done.get_future().get();
+  if (!s.ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return -1;
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  // HealthCheckResponse{status = 1}: field 1, varint.
+  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : -1;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST_F(PluginIntegrationTest, HealthServiceAndMetricsAreServed) {
+  int health_port = FreePort();
+  int http_port = FreePort();
+  std::string root = tmp_.path() + "/root";
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("t4-2x", root).ok());
+  plugin_ = std::make_unique<dra::testing::PluginProcess>(dra::testing::PluginProcessOptions{
+      .node_name = node_,
+      .driver_root = root,
+      .work_dir = tmp_.path(),
+      .extra_args = {absl::StrCat("--healthcheck-port=", health_port),
+                     absl::StrCat("--http-endpoint=127.0.0.1:", http_port)}});
+  plugin_->Start();
+  ASSERT_TRUE(plugin_->WaitForSocket());
+  int status = -1;
+  for (int i = 0; i < 100 && status != 1; ++i) {
+    status = HealthStatus(health_port);
+    if (status != 1) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(status, 1) << "grpc.health.v1 did not report SERVING";
+  std::string uid = AllocatedClaim(node_ + "-h", "gpu-1");
+  ASSERT_EQ(Prepare(node_ + "-h", uid), "");
+  auto rest = dra::k8s::RestConfig{.server = absl::StrCat("http://127.0.0.1:", http_port)};
+  auto metrics_client = Client::Create(rest);
+  ASSERT_TRUE(metrics_client.ok());
+  auto text = (*metrics_client)->GetRaw("/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text,
+              ::testing::HasSubstr(
+                  "nvidia_dra_requests_total{driver=\"gpu.nvidia.com\",operation=\"prepare\"} 1"));
+  EXPECT_THAT(*text, ::testing::HasSubstr(
+                         absl::StrCat("nvidia_dra_prepared_devices{node=\"", node_,
+                                      "\",driver=\"gpu.nvidia.com\",device_type=\"gpu\"} 1")));
+  ASSERT_EQ(Unprepare(node_ + "-h", uid), "");
 }
 
 TEST_F(PluginIntegrationTest, RestartBetweenPrepareAndUnprepareLosesNothing) {

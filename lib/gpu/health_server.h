@@ -1,0 +1,33 @@
+#pragma once
+
+// The plugin's gRPC health endpoint (grpc.health.v1.Health/Check on a TCP port, for Kubernetes
+// gRPC probes). It reports SERVING only when the plugin's own DRA socket answers a
+// NodePrepareResources call with no claims, so a wedged DRA server fails the probe.
+//
+// Thread-safety: Start/Stop from one thread; Check runs on gRPC threads.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace dra::gpu {
+
+class HealthServer {
+ public:
+  // `port` 0 picks a free port. `dra_socket` is the absolute path of the plugin's DRA socket.
+  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(int port, std::string dra_socket);
+  ~HealthServer();
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  class Service;
+  HealthServer() = default;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace dra::gpu
