@@ -1,35 +1,110 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is needed, builds, starts the local cluster and shows
-# what it serves. Idempotent; a second run reuses every cached build and the running cluster.
+# The README's first command: installs what is needed, builds, starts a local cluster with one node
+# that has eight mock H100 GPUs, starts the GPU driver (gpu-kubelet-plugin + DeviceClasses) on it,
+# runs the public driver's quickstart workloads (demo/specs/quickstart/gpu-test1..3) and prints
+# what each pod sees. Idempotent: a second run reuses the builds, the cluster and the pods.
 #   hack/demo.sh          bring everything up and print the demo output
-#   hack/demo.sh --down   stop the demo cluster
+#   hack/demo.sh --down   delete the demo workloads and stop the cluster (nodes, plugins, all)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 source hack/cluster/lib.sh
 
-if [[ ${1:-} == --down ]]; then
-  exec hack/cluster/down.sh
-fi
-
-step() { printf '\n[demo %s] == %s\n' "$(date +%H:%M:%S)" "$*"; }
+SPECS=(gpu-test1 gpu-test2 gpu-test3)
+NODE=dra-node-1
+PROFILE=h100-8x
 start=$SECONDS
 
-step "dependencies"
-hack/install-deps.sh
-step "Kubernetes $K8S_VERSION and etcd (cached in $DRA_CACHE_DIR)"
-hack/cluster/build.sh
-step "C++ build"
-cmake --preset default >/dev/null
-cmake --build --preset default -j "$(nproc)"
-step "local control plane"
-hack/cluster/up.sh
+step() { printf '\n[demo %s] == %s\n' "$(date +%H:%M:%S)" "$*"; }
+kubectl() { "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" --request-timeout=20s "$@"; }
+fail() { printf '[demo] error: %s\n' "$*" >&2; exit 1; }
 
-kubectl() { "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
-step "kubectl get --raw /readyz"
-kubectl get --raw /readyz
-echo
-step "kubectl api-resources --api-group=resource.k8s.io"
-kubectl api-resources --api-group=resource.k8s.io
+# The demo's namespaces go first, while the API server is up, so that a later demo starts from
+# fresh claims; then down.sh stops plugins, nodes and the control plane and checks nothing is left.
+demo_down() {
+  if component_pid kube-apiserver >/dev/null 2>&1 && component_healthy kube-apiserver; then
+    step "deleting the demo namespaces ${SPECS[*]}"
+    kubectl delete namespace "${SPECS[@]}" --ignore-not-found --wait=true --timeout=60s
+  fi
+  step "stopping the cluster"
+  exec hack/cluster/down.sh
+}
 
-step "ready in $((SECONDS - start))s; use: export KUBECONFIG=$KUBECONFIG_PATH; stop with: hack/demo.sh --down"
+# Everything is cached: Kubernetes and containerd by build.sh, the C++ tree by CMake/ninja. Only the
+# three targets the demo runs are built, not the whole tree with its tests.
+build() {
+  step "dependencies"
+  hack/install-deps.sh
+  step "Kubernetes $K8S_VERSION, etcd, containerd (cached in $DRA_CACHE_DIR)"
+  hack/cluster/build.sh
+  step "C++ build: gpu-kubelet-plugin, mock libnvidia-ml.so.1, fake nvidia-smi"
+  cmake --preset default >/dev/null
+  cmake --build --preset default --target gpu-kubelet-plugin mock_nvml nvidia_smi
+}
+
+start_cluster() {
+  step "local cluster: control plane and one node ($NODE)"
+  hack/cluster/up.sh --nodes 1
+  step "GPU driver on $NODE: mock driver root with profile $PROFILE, gpu-kubelet-plugin, DeviceClasses"
+  hack/cluster/gpu-plugin.sh up --profile "$PROFILE" --nodes "$NODE"
+  step "what the driver publishes (kubectl get resourceslices)"
+  kubectl get resourceslices -o json --field-selector "spec.nodeName=$NODE,spec.driver=gpu.nvidia.com" |
+    jq -r '["DEVICE", "PRODUCT", "UUID", "MEMORY"], (.items[].spec.devices[] | [.name,
+      .attributes.productName.string, .attributes.uuid.string, .capacity.memory.value]) | @tsv' |
+    awk -F'\t' '{ printf "    %-8s %-24s %-42s %s\n", $1, $2, $3, $4 }'
+}
+
+# Fails with the pods' state, their events and the plugin's log tail.
+fail_spec() {
+  local ns=$1
+  kubectl -n "$ns" get pods,resourceclaims -o wide >&2 || true
+  kubectl -n "$ns" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 10 >&2 || true
+  printf '[demo] last 20 lines of %s:\n' "$LOG_DIR/$NODE/gpu-kubelet-plugin.log" >&2
+  tail -n 20 "$LOG_DIR/$NODE/gpu-kubelet-plugin.log" >&2 || true
+  fail "$ns: $2"
+}
+
+# Waits until every container of the pod has printed its `nvidia-smi -L` (Ready means started).
+wait_logs() {
+  local ns=$1 pod=$2 ctr deadline=$((SECONDS + WAIT_TIMEOUT))
+  for ctr in $(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.spec.containers[*].name}'); do
+    until [[ -n $(kubectl -n "$ns" logs "$pod" -c "$ctr" 2>/dev/null) ]]; do
+      ((SECONDS < deadline)) || fail_spec "$ns" "pod $pod container $ctr printed nothing in ${WAIT_TIMEOUT}s"
+      sleep 0.3
+    done
+  done
+}
+
+run_spec() {
+  local ns=$1 file=demo/specs/quickstart/$1.yaml pod ctr
+  step "$ns: $(sed -n '1,2s/^# //p' "$file" | paste -sd ';' | sed 's/;/; /')"
+  kubectl apply -f "$file"
+  kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout="${WAIT_TIMEOUT}s" >/dev/null ||
+    fail_spec "$ns" "pods not Ready within ${WAIT_TIMEOUT}s"
+  for pod in $(kubectl -n "$ns" get pods -o jsonpath='{.items[*].metadata.name}'); do
+    wait_logs "$ns" "$pod"
+    for ctr in $(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.spec.containers[*].name}'); do
+      echo "\$ kubectl -n $ns logs $pod -c $ctr"
+      kubectl -n "$ns" logs "$pod" -c "$ctr" | sed 's/^/    /'
+    done
+  done
+  echo "\$ kubectl -n $ns get resourceclaims"
+  kubectl -n "$ns" get resourceclaims -o custom-columns='CLAIM:.metadata.name,DEVICES:.status.allocation.devices.results[*].device,RESERVED FOR:.status.reservedFor[*].name' |
+    sed 's/^/    /'
+}
+
+main() {
+  case ${1:-} in
+    --down) demo_down ;;
+    "") ;;
+    *) fail "usage: $0 [--down]" ;;
+  esac
+  build
+  start_cluster
+  local s
+  for s in "${SPECS[@]}"; do run_spec "$s"; done
+  step "done in $((SECONDS - start))s. Try: export KUBECONFIG=$KUBECONFIG_PATH; kubectl get pods -A;" \
+    "hack/cluster/gpu-plugin.sh status. Stop everything with: hack/demo.sh --down"
+}
+
+main "$@"

@@ -92,7 +92,10 @@ start_component() {
   rm -f "$pidf"
   printf '==== %s starting %s\n' "$(date -Is)" "${CMD[*]}" >>"$log"
   # 9>&-: the up/down lock must not be inherited, or the component would hold it for its lifetime.
-  (setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$pidf" "${CMD_PREFIX[@]}" "${CMD[@]}" >>"$log" 2>&1 </dev/null 9>&- &)
+  # 3..8 likewise: a caller's pipes (bats reports on fd 3) would stay open, and the caller would
+  # wait for their end as long as the component runs.
+  (setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$pidf" "${CMD_PREFIX[@]}" "${CMD[@]}" >>"$log" 2>&1 </dev/null \
+    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &)
   # Wait for the exec, so that component_pid (which checks the command line) sees the component.
   local i
   for i in $(seq 50); do component_pid "$name" >/dev/null && return 0; sleep 0.1; done
@@ -170,7 +173,7 @@ cluster_pids() {
 is_cluster_binary() {
   local exe; exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
   [[ $exe == "$DRA_CACHE_DIR/"* ]] && return 0
-  [[ " ${COMPONENTS[*]} kubelet containerd " == *" ${exe##*/} "* ]]
+  [[ " ${COMPONENTS[*]} kubelet containerd gpu-kubelet-plugin " == *" ${exe##*/} "* ]]
 }
 
 source "$HACK_CLUSTER_DIR/components.sh"

@@ -35,11 +35,14 @@ node_bridge() { echo "dra-cni$(node_index "$1")"; }
 # /kubepods and node.sh down can find every container process of a node.
 node_cgroup() { echo "/$1"; }
 
-# Host folder -> path inside the node's mount namespace.
+# Host folder -> path inside the node's mount namespace. The container logs too: every kubelet's
+# container GC deletes the /var/log/pods folders (and /var/log/containers links) of pods it does not
+# know, so with shared folders a node removed the logs of the other nodes' pods.
 node_binds() {
   local s=$NODE_STATE_ROOT/$1 r=$NODE_RUN_ROOT/$1
   printf '%s\n' "$s/kubelet /var/lib/kubelet" "$s/containerd /var/lib/containerd" \
-    "$s/cni /var/lib/cni" "$s/cdi /etc/cdi" "$r/containerd /run/containerd" "$r/cdi /run/cdi"
+    "$s/cni /var/lib/cni" "$s/cdi /etc/cdi" "$r/containerd /run/containerd" "$r/cdi /run/cdi" \
+    "$s/pod-logs /var/log/pods" "$s/container-logs /var/log/containers"
 }
 # Where a test writes a CDI spec for the node: the host side of /etc/cdi and /var/run/cdi.
 node_cdi_static_dir() { echo "$NODE_STATE_ROOT/$1/cdi"; }

@@ -27,11 +27,11 @@ existing_nodes() {
   done | sort -u -t- -k3n
 }
 
-# What a running node was started with; a change (a setting in node-config.sh, a rebuilt image)
-# restarts the node.
+# What a running node was started with; a change (a setting in node-config.sh, a rebuilt image,
+# the folder layout of node_binds) restarts the node.
 config_digest() {
-  cat "$(node_conf_dir "$1")"/{containerd.toml,kubelet.yaml,kubelet.kubeconfig} "$IMAGES_DIR"/*.digest |
-    sha256sum | cut -c1-16
+  { cat "$(node_conf_dir "$1")"/{containerd.toml,kubelet.yaml,kubelet.kubeconfig} "$IMAGES_DIR"/*.digest
+    node_binds "$1"; } | sha256sum | cut -c1-16
 }
 
 write_configs() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates (or refreshes) a mock NVIDIA driver root for a node profile:
 #
-#   <dir>/usr/lib/<arch>-linux-gnu/libnvidia-ml.so.<driver version>   the mock NVML library
+#   <dir>/usr/lib/<arch>-linux-gnu/libnvidia-ml.so.<driver version>   the mock NVML library, with
+#                                                                      the profile appended
 #   <dir>/usr/lib/<arch>-linux-gnu/libnvidia-ml.so.1 -> libnvidia-ml.so.<driver version>
 #   <dir>/usr/bin/nvidia-smi                                           the fake nvidia-smi
 #   <dir>/var/lib/mock-nvml/profile.json                               the node profile
@@ -72,8 +73,11 @@ esac
 version=$(sed -n 's/^[[:space:]]*"driver_version":[[:space:]]*"\([^"]*\)".*/\1/p' "$profile" | head -n1)
 [[ -n $version ]] || die "profile $profile has no driver_version"
 
-# install_file SRC DEST MODE: copies without debug info (when strip exists), replacing DEST
-# atomically so that a process using the old file keeps a consistent view.
+# install_file SRC DEST MODE [PROFILE]: copies without debug info (when strip exists), replacing
+# DEST atomically so that a process using the old file keeps a consistent view. With PROFILE, the
+# profile is appended behind the ELF data with a 32-byte footer (mock-nvml/spec.h,
+# LoadEmbeddedNodeSpec): a container gets only the driver's files through CDI, and this is how the
+# mock library inside it knows the node's GPUs.
 install_file() {
   local tmp="$2.tmp.$$"
   if command -v strip >/dev/null 2>&1 && strip --strip-debug -o "$tmp" "$1" 2>/dev/null; then
@@ -81,13 +85,17 @@ install_file() {
   else
     cp "$1" "$tmp"
   fi
+  if [[ -n ${4:-} ]]; then
+    cat "$4" >>"$tmp"
+    printf '\nmock-nvml-profile %012d\n' "$(stat -c %s "$4")" >>"$tmp"
+  fi
   chmod "$3" "$tmp"
   mv -f "$tmp" "$2"
 }
 
 mkdir -p "$libdir" "$root/usr/bin" "$root/var/lib/mock-nvml" "$root/dev" "$root/proc/driver/nvidia"
 
-install_file "$lib" "$libdir/libnvidia-ml.so.$version" 0755
+install_file "$lib" "$libdir/libnvidia-ml.so.$version" 0755 "$profile"
 for old in "$libdir"/libnvidia-ml.so.*.*; do  # a library of another driver version
   if [[ -e $old && $old != "$libdir/libnvidia-ml.so.$version" ]]; then
     rm -f "$old"

@@ -127,6 +127,44 @@ TEST(MakeDriverRootTest, IdempotentAndKeepsStateUnlessReset) {
               ::testing::Not(HasSubstr("\"compute_mode\": 3")));
 }
 
+// What a container gets through the plugin's CDI spec: the driver's files at their standard
+// paths (libnvidia-ml.so.1 as a plain file, nvidia-smi) and the injected device nodes, but not
+// <root>/var/lib/mock-nvml. The mock then reads the profile appended to the library itself, and
+// nvidia-smi lists exactly the GPUs whose /dev/nvidia<minor> is there.
+TEST(MakeDriverRootTest, ContainerViewUsesTheProfileEmbeddedInTheLibrary) {
+  dra::testing::TempDir dir;
+  const std::string root = dir.path() + "/root", ctr = dir.path() + "/ctr";
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("h100-8x", root).ok());
+  fs::create_directories(ctr + "/usr/lib/x86_64-linux-gnu");
+  fs::create_directories(ctr + "/usr/bin");
+  fs::create_directories(ctr + "/dev");
+  fs::copy_file(root + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+                ctr + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+  fs::copy_file(root + "/usr/bin/nvidia-smi", ctr + "/usr/bin/nvidia-smi");
+  std::ofstream(ctr + "/dev/nvidiactl").put('\n');
+  std::ofstream(ctr + "/dev/nvidia3").put('\n');
+
+  auto list = dra::testing::RunCommand({ctr + "/usr/bin/nvidia-smi", "-L"},
+                                       {{"MOCK_NVML_ROOT", ""}, {"MOCK_NVIDIA_SMI_DEV_DIR", ""}});
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->exit_code, 0) << list->output;
+  EXPECT_THAT(list->output,
+              ::testing::MatchesRegex("GPU 0: NVIDIA H100 80GB HBM3 \\(UUID: GPU-[^)]+\\)\n"));
+  // The one listed is the GPU with minor 3, as on the host.
+  auto host = dra::testing::RunCommand({root + "/usr/bin/nvidia-smi", "-q", "-i", "3"});
+  ASSERT_TRUE(host.ok());
+  const std::string uuid = list->output.substr(list->output.find("GPU-"), 40);
+  EXPECT_THAT(host->output, HasSubstr(uuid));
+
+  // A library without the appended profile (as built) finds none: no driver.
+  fs::copy_file(dra::testing::MockNvmlLibraryPath(),
+                ctr + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+                fs::copy_options::overwrite_existing);
+  auto none = dra::testing::RunCommand({ctr + "/usr/bin/nvidia-smi", "-L"});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->exit_code, 9) << none->output;
+}
+
 TEST(MakeDriverRootTest, ProfileByPathAndErrors) {
   dra::testing::TempDir dir;
   EXPECT_TRUE(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the e2e scenarios (test/e2e/*.bats, or the files given) against the local cluster and nodes,
 # which must already be up:   hack/cluster/up.sh --nodes 2 && test/e2e/run.sh
+# It starts (or keeps) the GPU kubelet plugins on the nodes first (hack/cluster/gpu-plugin.sh).
 # Prints TAP, then one summary line "e2e: N passed, N failed, N skipped"; exits non-zero on any
 # failure. Needs root (mknod, nsenter into the nodes' mount namespaces).
 set -euo pipefail
@@ -12,6 +13,11 @@ source "$ROOT/hack/cluster/lib.sh"
   die "e2e: the cluster and its nodes must be up first: hack/cluster/up.sh --nodes 2"
 }
 (($# > 0)) || set -- "$ROOT"/test/e2e/*.bats
+
+# The GPU scenarios need the kubelet plugin on the nodes: node 1 with eight mock H100s, node 2
+# with MIG-partitioned A100s. A no-op in a second when they already run with these profiles.
+"$ROOT/hack/cluster/gpu-plugin.sh" up --profile h100-8x --profile "${NODE_PREFIX:-dra-node}-2=a100-mig-4x" ||
+  die "e2e: the GPU plugins did not start (hack/cluster/gpu-plugin.sh up)"
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -17,6 +17,15 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The file this library was loaded from, as the dynamic loader names it; empty if unknown.
+std::string LibraryPath() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&LibraryPath), &info) == 0 || info.dli_fname == nullptr) {
+    return "";
+  }
+  return info.dli_fname;
+}
+
 // The driver root this library serves: $MOCK_NVML_ROOT, else the directory the library was
 // loaded from minus the library directory part (<root>/usr/lib/x86_64-linux-gnu -> <root>), the
 // same directories the product searches (spec §2.1). Inside a container this yields "/".
@@ -24,11 +33,8 @@ std::string DiscoverRoot() {
   if (const char* env = std::getenv("MOCK_NVML_ROOT"); env != nullptr && *env != '\0') {
     return env;
   }
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&DiscoverRoot), &info) == 0 || info.dli_fname == nullptr) {
-    return "/";
-  }
-  std::string dir = info.dli_fname;
+  std::string dir = LibraryPath();
+  if (dir.empty()) return "/";
   dir = dir.substr(0, dir.rfind('/'));
   if (char* real = ::realpath(dir.c_str(), nullptr)) {
     dir = real;
@@ -92,8 +98,14 @@ int Context::Init(unsigned int flags) {
   data_dir_ = Join(root_, "/var/lib/mock-nvml");
   NodeSpec spec;
   std::string error;
-  if (!LoadNodeSpec(data_dir_ + "/profile.json", &spec, &error)) {
-    last_error_ = error;
+  // A container gets the driver's files only (CDI mounts), not <root>/var/lib/mock-nvml: there the
+  // profile comes from the library file itself (spec.h, LoadEmbeddedNodeSpec). A root that has the
+  // data folder is a host-side driver root and must hold profile.json.
+  struct stat data_st;
+  const bool host_root = ::stat(data_dir_.c_str(), &data_st) == 0;
+  if (host_root ? !LoadNodeSpec(data_dir_ + "/profile.json", &spec, &error)
+                : !LoadEmbeddedNodeSpec(LibraryPath(), &spec, &error)) {
+    last_error_ = host_root ? error : "no " + data_dir_ + ", and " + error;
     return abi::kErrorDriverNotLoaded;
   }
   spec_ = std::move(spec);

@@ -296,6 +296,46 @@ bool LoadNodeSpec(const std::string& path, NodeSpec* spec, std::string* error) {
   return true;
 }
 
+bool LoadEmbeddedNodeSpec(const std::string& library_path, NodeSpec* spec, std::string* error) {
+  std::ifstream in(library_path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+  if (size < static_cast<std::streamoff>(kEmbeddedProfileFooterSize)) {
+    *error = "cannot read " + library_path;
+    return false;
+  }
+  std::string footer(kEmbeddedProfileFooterSize, '\0');
+  in.seekg(size - static_cast<std::streamoff>(footer.size()));
+  in.read(footer.data(), static_cast<std::streamsize>(footer.size()));
+  const std::string magic = kEmbeddedProfileMagic;
+  if (!in || footer.compare(0, magic.size(), magic) != 0 || footer.back() != '\n') {
+    *error = "no profile embedded in " + library_path;
+    return false;
+  }
+  const std::string digits = footer.substr(magic.size(), footer.size() - magic.size() - 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) {
+    *error = "bad profile footer in " + library_path;
+    return false;
+  }
+  const std::streamoff length = std::stoll(digits);
+  const std::streamoff start = size - static_cast<std::streamoff>(footer.size()) - length;
+  if (start < 0) {
+    *error = "bad profile length in " + library_path;
+    return false;
+  }
+  std::string text(static_cast<size_t>(length), '\0');
+  in.seekg(start);
+  in.read(text.data(), length);
+  if (!in) {
+    *error = "cannot read the profile embedded in " + library_path;
+    return false;
+  }
+  if (!ParseNodeSpec(text, spec, error)) {
+    *error = "profile embedded in " + library_path + ": " + *error;
+    return false;
+  }
+  return true;
+}
+
 const GiProfile* FindGiProfileByIndex(const GpuSpec& gpu, unsigned int index) {
   if (!gpu.mig_table) return nullptr;
   for (const GiProfile& p : gpu.mig_table->profiles) {

@@ -104,6 +104,15 @@ bool ParseNodeSpec(const std::string& json_text, NodeSpec* spec, std::string* er
 // Reads and parses `path`.
 bool LoadNodeSpec(const std::string& path, NodeSpec* spec, std::string* error);
 
+// The profile make-driver-root.sh appends to the library file itself, so that a container which
+// gets only the driver's files (CDI mounts of libnvidia-ml.so.*) still knows its node: the JSON
+// text, then the 32-byte footer "\nmock-nvml-profile <length, 12 digits>\n". The dynamic loader
+// maps the ELF segments only and ignores trailing bytes. Returns false with `error` when
+// `library_path` has no such footer or the profile does not parse.
+inline constexpr char kEmbeddedProfileMagic[] = "\nmock-nvml-profile ";
+inline constexpr size_t kEmbeddedProfileFooterSize = 32;
+bool LoadEmbeddedNodeSpec(const std::string& library_path, NodeSpec* spec, std::string* error);
+
 // Looks up a GPU instance profile by index (NVML_GPU_INSTANCE_PROFILE_*) or by profile id.
 const GiProfile* FindGiProfileByIndex(const GpuSpec& gpu, unsigned int index);
 const GiProfile* FindGiProfileById(const GpuSpec& gpu, unsigned int id);

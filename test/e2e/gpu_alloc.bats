@@ -1,0 +1,182 @@
+#!/usr/bin/env bats
+# GPU allocation through the whole stack: the kube-scheduler allocates from the plugin's
+# ResourceSlices, the kubelet calls the plugin's NodePrepareResources, containerd injects the CDI
+# spec the plugin wrote, and inside the container the mock's `nvidia-smi -L` lists exactly the GPUs
+# whose /dev/nvidia<minor> was injected. Pods run on node 1 (mock h100-8x). Run through run.sh.
+
+setup_file() {
+  load lib
+  load gpu_lib
+  make_test_namespace gpu
+  record_baseline "$GPU_NODE"
+}
+
+teardown_file() {
+  load lib
+  kubectl delete namespace "$E2E_NS" --wait=false >/dev/null 2>&1 || true
+}
+
+setup() {
+  load lib
+  load gpu_lib
+}
+
+teardown() {
+  clean_node "$GPU_NODE"
+}
+
+# Sees exactly one GPU, the one the scheduler allocated; DRA_E2E_BREAK_CDI breaks injection on
+# purpose (gpu_lib.bash, sabotage_cdi) and must make this test fail.
+@test "one pod, one GPU: nvidia-smi -L lists exactly the allocated GPU" {
+  claim_template single-gpu
+  local sabotage=""
+  if [[ -n ${DRA_E2E_BREAK_CDI:-} ]]; then
+    sabotage_cdi "$GPU_NODE" "$DRA_E2E_BREAK_CDI" &
+    sabotage=$!
+  fi
+  INIT_SLEEP=${sabotage:+3} pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase pod1 Running 60
+  [[ -z $sabotage ]] || wait "$sabotage"
+  wait_log pod1
+  assert_gpus pod1 1
+
+  # The claim: allocated by the scheduler to one GPU of this node's pool, reserved for the pod.
+  local claim devs uid
+  claim=$(claim_of pod1 gpu)
+  devs=$(allocated "$claim")
+  [[ $devs =~ ^$GPU_NODE/gpu-[0-9]+$ ]] || { echo "allocated: $devs"; false; }
+  [ "$(k get resourceclaim "$claim" -o jsonpath='{.status.reservedFor[*].name}')" = pod1 ]
+  # What the container sees is the device the slice announced under that name.
+  [ "$(gpu_uuids pod1)" = "$(slice_uuid "$devs")" ]
+  uid=$(k get resourceclaim "$claim" -o jsonpath='{.metadata.uid}')
+  [ -f "$(cdi_spec "$GPU_NODE" "$uid")" ]
+}
+
+@test "two pods, a claim template each: two different GPUs" {
+  claim_template single-gpu
+  pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
+  pod pod2 "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase pod1 Running 60
+  wait_pod_phase pod2 Running 60
+  wait_log pod1 && wait_log pod2
+  assert_gpus pod1 1
+  assert_gpus pod2 1
+  [ "$(gpu_uuids pod1)" != "$(gpu_uuids pod2)" ]
+}
+
+@test "one ResourceClaim shared by two pods: both see the same GPU" {
+  claim shared-gpu
+  pod pod1 "$GPU_NODE" "gpu=claim:shared-gpu"
+  pod pod2 "$GPU_NODE" "gpu=claim:shared-gpu"
+  wait_pod_phase pod1 Running 60
+  wait_pod_phase pod2 Running 60
+  wait_log pod1 && wait_log pod2
+  assert_gpus pod1 1
+  assert_gpus pod2 1
+  [ "$(gpu_uuids pod1)" = "$(gpu_uuids pod2)" ]
+  [ "$(k get resourceclaim shared-gpu -o jsonpath='{.status.reservedFor[*].name}' | tr ' ' '\n' | sort | xargs)" = "pod1 pod2" ]
+}
+
+@test "two containers of one pod sharing a claim see the same GPU" {
+  claim_template single-gpu
+  pod pod1 "$GPU_NODE" "shared=template:single-gpu" "ctr0=shared ctr1=shared"
+  wait_pod_phase pod1 Running 60
+  wait_log pod1 ctr0 && wait_log pod1 ctr1
+  assert_gpus pod1 1 ctr0
+  assert_gpus pod1 1 ctr1
+  [ "$(gpu_uuids pod1 ctr0)" = "$(gpu_uuids pod1 ctr1)" ]
+}
+
+@test "a pod with two claims sees two GPUs; a request with count: 2 sees two" {
+  claim_template single-gpu
+  claim_template two-gpus gpu.nvidia.com $'allocationMode: ExactCount\ncount: 2'
+  pod pod1 "$GPU_NODE" "a=template:single-gpu b=template:single-gpu"
+  pod pod2 "$GPU_NODE" "gpus=template:two-gpus"
+  wait_pod_phase pod1 Running 60
+  wait_pod_phase pod2 Running 60
+  wait_log pod1 && wait_log pod2
+  assert_gpus pod1 2
+  assert_gpus pod2 2
+  [ "$(gpu_uuids pod1 | sort -u | wc -l)" -eq 2 ]
+  [ "$(allocated "$(claim_of pod2 gpus)" | wc -l)" -eq 2 ]
+  # Four different GPUs in all.
+  [ "$( (gpu_uuids pod1; gpu_uuids pod2) | sort -u | wc -l)" -eq 4 ]
+}
+
+@test "CEL selectors on productName, architecture and memory capacity schedule" {
+  local a="device.attributes['gpu.nvidia.com']"
+  claim_template by-name gpu.nvidia.com "selectors: [{cel: {expression: \"$a.productName == 'NVIDIA H100 80GB HBM3'\"}}]"
+  claim_template by-arch gpu.nvidia.com "selectors: [{cel: {expression: \"$a.architecture == 'Hopper'\"}}]"
+  claim_template by-mem gpu.nvidia.com \
+    "selectors: [{cel: {expression: \"device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0\"}}]"
+  pod pod1 "$GPU_NODE" "gpu=template:by-name"
+  pod pod2 "$GPU_NODE" "gpu=template:by-arch"
+  pod pod3 "$GPU_NODE" "gpu=template:by-mem"
+  for p in pod1 pod2 pod3; do
+    wait_pod_phase "$p" Running 60
+    wait_log "$p"
+    assert_gpus "$p" 1
+  done
+}
+
+@test "a selector no device matches leaves the pod Pending with the scheduler's reason" {
+  claim_template no-such-gpu gpu.nvidia.com \
+    "selectors: [{cel: {expression: \"device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'\"}}]"
+  pod pod1 "$GPU_NODE" "gpu=template:no-such-gpu"
+  local deadline=$((SECONDS + 30)) reason="" events=""
+  until [[ $reason == Unschedulable && $events == *"cannot allocate all claims"* ]]; do
+    ((SECONDS < deadline)) || { echo "reason '$reason', events '$events'"; false; }
+    sleep 0.5
+    reason=$(k get pod pod1 -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].reason}')
+    events=$(k get events --field-selector involvedObject.name=pod1,reason=FailedScheduling \
+      -o jsonpath='{.items[*].message}')
+  done
+  echo "# FailedScheduling: $events" >&3
+  [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Pending ]
+  [ -z "$(allocated "$(claim_of pod1 gpu)")" ]
+}
+
+@test "a Job with 2 completions and a Deployment with 2 replicas run on distinct GPUs" {
+  claim_template single-gpu
+  local spec
+  # Both run the pod spec the helpers build, with a label for the selector.
+  spec=$(pod_yaml x "$GPU_NODE" "gpu=template:single-gpu" "" Never "nvidia-smi -L; sleep 3" |
+    sed -n '/^spec:/,$p' | sed '1d; s/^/      /')
+  k apply -f - >/dev/null <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata: {name: job}
+spec:
+  completions: 2
+  parallelism: 2
+  template:
+    metadata: {labels: {app: job}}
+    spec:
+$spec
+EOF
+  spec=$(pod_yaml x "$GPU_NODE" "gpu=template:single-gpu" | sed -n '/^spec:/,$p' | sed '1d; s/^/      /')
+  k apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: dep}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: dep}}
+  template:
+    metadata: {labels: {app: dep}}
+    spec:
+$spec
+EOF
+  k wait --for=condition=Complete job/job --timeout=90s
+  k rollout status deployment/dep --timeout=90s
+  local p uuids=()
+  for p in $(k get pods -l app=job -o name) $(k get pods -l app=dep -o name); do
+    wait_log "${p#pod/}"
+    assert_gpus "${p#pod/}" 1
+    uuids+=("$(gpu_uuids "${p#pod/}")")
+  done
+  [ "${#uuids[@]}" -eq 4 ]
+  # The two Job pods ran at the same time, as did the two replicas: each pair on two GPUs.
+  [ "${uuids[0]}" != "${uuids[1]}" ]
+  [ "${uuids[2]}" != "${uuids[3]}" ]
+}
