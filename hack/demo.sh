@@ -9,6 +9,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 source hack/cluster/lib.sh
+export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
 
 SPECS=(gpu-test1 gpu-test2 gpu-test3)
 NODE=dra-node-1

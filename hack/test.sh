@@ -10,6 +10,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 source hack/cluster/lib.sh
 
+# ccache keys use paths relative to the checkout, so every clone (CI's included) shares the cache.
+export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
+
 step() { printf '\n[test %s] == %s\n' "$(date +%H:%M:%S)" "$*"; }
 JOBS=${DRA_BUILD_JOBS:-$(nproc)}
 start=$SECONDS
@@ -25,7 +28,7 @@ if [[ ${DRA_TEST_ASAN:-1} != 0 ]]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build/asan -L unit --output-on-failure -j "$JOBS" | tail -n 3
+    ctest --test-dir build/asan -L unit --output-on-failure -j "$JOBS" | tail -n 8
 fi
 
 step "C++ build (default preset)"
