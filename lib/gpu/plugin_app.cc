@@ -8,6 +8,7 @@
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/atomic_file.h"
 #include "lib/common/log.h"
+#include "lib/common/stack_dump.h"
 #include "lib/common/status.h"
 #include "lib/driverroot/driver_root.h"
 #include "lib/gpu/claim_cdi.h"
@@ -46,6 +47,18 @@ absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
 
 absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   if (config.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
+  // SIGUSR2 writes every thread's stack to a file, for debugging a stuck plugin.
+  InstallStackDumpHandler();
+  signals->OnUsr2([] {
+    constexpr char kPath[] = "/tmp/gpu-kubelet-plugin-stacks.dump";
+    int threads = 0;
+    absl::Status s = DumpAllThreadStacks(kPath, &threads);
+    if (s.ok()) {
+      DRA_INFO("wrote thread stacks", "path", kPath, "threads", threads);
+    } else {
+      DRA_WARNING("thread stack dump failed", "err", s);
+    }
+  });
   const std::string plugin_dir = absl::StrCat(config.kubelet_plugins_dir, "/", kDriverName);
   RETURN_IF_ERROR(MakeDirectories(plugin_dir, 0750));
   RETURN_IF_ERROR(MakeDirectories(config.cdi_root, 0750));

@@ -7,9 +7,11 @@
 #include <sys/socket.h>
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -352,6 +354,26 @@ TEST_F(PluginIntegrationTest, HealthServiceAndMetricsAreServed) {
                          absl::StrCat("nvidia_dra_prepared_devices{node=\"", node_,
                                       "\",driver=\"gpu.nvidia.com\",device_type=\"gpu\"} 1")));
   ASSERT_EQ(Unprepare(node_ + "-h", uid), "");
+}
+
+TEST_F(PluginIntegrationTest, Sigusr2WritesEveryThreadsStack) {
+  StartPlugin("t4-2x");
+  const std::string dump = "/tmp/gpu-kubelet-plugin-stacks.dump";
+  std::filesystem::remove(dump);
+  kill(plugin_->pid(), SIGUSR2);
+  for (int i = 0; i < 100 && !std::filesystem::exists(dump); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  std::ifstream in(dump);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(),
+              ::testing::HasSubstr(absl::StrCat("thread stacks of pid ", plugin_->pid())));
+  EXPECT_THAT(text.str(), ::testing::HasSubstr("#0 "));
+  // The plugin keeps serving after the dump.
+  std::string uid = AllocatedClaim(node_ + "-s", "gpu-0");
+  EXPECT_EQ(Prepare(node_ + "-s", uid), "");
+  EXPECT_EQ(Unprepare(node_ + "-s", uid), "");
 }
 
 TEST_F(PluginIntegrationTest, RestartBetweenPrepareAndUnprepareLosesNothing) {
