@@ -6,7 +6,8 @@
 namespace {
 
 TEST(CheckpointFuzzCorpus, ReplaysEveryFile) {
-  dra::testing::ReplayFuzzCorpus("lib/checkpoint/fuzz_corpus", 5);
+  EXPECT_GE(dra::testing::ReplayFuzzCorpus("lib/checkpoint/fuzz_corpus"), 5)
+      << "corpus missing or nearly empty";
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "lib/gpu/plugin_app.h"
 
-#include <sys/stat.h>
-
 #include <thread>
 
 #include "absl/strings/str_cat.h"

@@ -15,9 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace dra::testing {
 
-// Feeds every regular file under `corpus` (relative to the source tree) to the entry point and
-// expects at least `min_files` of them.
-inline void ReplayFuzzCorpus(const std::string& corpus, int min_files) {
+// Feeds every regular file under `corpus` (relative to the source tree) to the entry point,
+// expecting it to return 0 for each; returns how many files were replayed.
+inline int ReplayFuzzCorpus(const std::string& corpus) {
   const std::filesystem::path dir = std::filesystem::path(DRA_SOURCE_DIR) / corpus;
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -31,7 +31,7 @@ inline void ReplayFuzzCorpus(const std::string& corpus, int min_files) {
               0);
     ++files;
   }
-  EXPECT_GE(files, min_files) << "corpus at " << dir << " is missing or nearly empty";
+  return files;
 }
 
 }  // namespace dra::testing
