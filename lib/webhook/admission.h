@@ -1,0 +1,62 @@
+#pragma once
+
+// The admission logic of the webhook (spec/gpu-driver.md section 6) as a pure function over the
+// request's Content-Type and body: no sockets, no TLS, so that it is tested and fuzzed directly.
+//
+//   AdmissionResult r = HandleAdmissionReview(content_type, body, gates);
+//   // write r.http_code, r.content_type, r.body
+//
+// What it does:
+// - Content-Type must be exactly "application/json", else 415 "contentType=<x>, expected
+//   application/json".
+// - The body must be an admission.k8s.io/v1 AdmissionReview with a request, else 400 with a
+//   message saying what is wrong.
+// - DELETE requests and requests without an object are allowed.
+// - request.resource must be resource.k8s.io {v1, v1beta1, v1beta2} {resourceclaims,
+//   resourceclaimtemplates}; otherwise the review is denied with reason BadRequest.
+// - Every spec.devices.config[i] (claims) or spec.spec.devices.config[i] (templates) whose
+//   opaque.driver is gpu.nvidia.com is decoded strictly, normalized and validated by lib/api (all
+//   five kinds, VfioDeviceConfig included, as the kubelet plugin accepts it). Each failure is
+//   reported with its full field path, e.g.
+//     spec.devices.config[0].opaque.parameters.sharing.strategy: unknown GPU sharing strategy: X,
+//     supported GPU sharing strategies: TimeSlicing, MPS
+//   and all of them are collected into one denial with reason Invalid:
+//     "<n> configs failed to validate: <e1>; <e2>".
+// - Duplicate keys inside a config's parameters are that config's error (Kubernetes' strict
+//   decoder rejects them); duplicates elsewhere in the review are ignored, last one wins.
+//
+// Thread-safety: a free function over its arguments; call it from any number of threads.
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "lib/common/feature_gates.h"
+
+namespace dra::webhook {
+
+// The driver whose configs the webhook validates.
+inline constexpr absl::string_view kDriverName = "gpu.nvidia.com";
+
+// How a review ended, for metrics and logs.
+enum class ReviewOutcome {
+  kAllowed,     // response.allowed = true
+  kDenied,      // response.allowed = false (invalid configs or unsupported resource)
+  kBadRequest,  // no AdmissionReview response: HTTP 400 or 415
+};
+
+// "allowed", "denied" or "bad_request" (the metrics label value).
+absl::string_view ReviewOutcomeName(ReviewOutcome outcome);
+
+struct AdmissionResult {
+  int http_code = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  ReviewOutcome outcome = ReviewOutcome::kAllowed;
+  // The denial message (empty when allowed); the plain-text error for 400/415.
+  std::string message;
+};
+
+AdmissionResult HandleAdmissionReview(absl::string_view content_type, absl::string_view body,
+                                      const FeatureGates& gates);
+
+}  // namespace dra::webhook

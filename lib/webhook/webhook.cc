@@ -1,0 +1,143 @@
+#include "lib/webhook/webhook.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+#include "lib/metrics/http_server.h"
+
+namespace dra::webhook {
+
+WebhookMetrics::WebhookMetrics(metrics::Registry* registry) {
+  auto* reviews = registry->AddCounter("nvidia_dra_webhook_admission_reviews_total",
+                                       "Admission reviews answered, by result (allowed, denied, "
+                                       "bad_request).",
+                                       {"result"});
+  allowed_ = reviews->WithLabels({"allowed"});
+  denied_ = reviews->WithLabels({"denied"});
+  bad_request_ = reviews->WithLabels({"bad_request"});
+  latency_ = registry
+                 ->AddHistogram("nvidia_dra_webhook_admission_review_duration_seconds",
+                                "Time to decode, validate and answer one admission review.", {},
+                                metrics::ExponentialBuckets(0.00001, 4, 10))
+                 ->WithLabels({});
+}
+
+void WebhookMetrics::Observe(ReviewOutcome outcome, absl::Duration latency) {
+  switch (outcome) {
+    case ReviewOutcome::kAllowed:
+      allowed_->Inc();
+      break;
+    case ReviewOutcome::kDenied:
+      denied_->Inc();
+      break;
+    case ReviewOutcome::kBadRequest:
+      bad_request_->Inc();
+      break;
+  }
+  latency_->Observe(absl::ToDoubleSeconds(latency));
+}
+
+HttpsHandler MakeWebhookHandler(const FeatureGates* gates, WebhookMetrics* metrics) {
+  return [gates, metrics](const HttpRequest& req) {
+    HttpResponse resp;
+    if (req.path == kValidatePath) {
+      if (req.method != "POST") {
+        resp.code = 405;
+        resp.body = "method not allowed; use POST\n";
+        return resp;
+      }
+      auto start = std::chrono::steady_clock::now();
+      AdmissionResult r = HandleAdmissionReview(req.content_type, req.body, *gates);
+      if (metrics != nullptr) {
+        metrics->Observe(r.outcome, absl::FromChrono(std::chrono::steady_clock::now() - start));
+      }
+      if (r.outcome != ReviewOutcome::kAllowed) {
+        DRA_VLOG(2, "admission review not allowed", "result", ReviewOutcomeName(r.outcome),
+                 "httpCode", r.http_code, "message", r.message);
+      } else {
+        DRA_VLOG(5, "admission review allowed");
+      }
+      resp.code = r.http_code;
+      resp.content_type = std::move(r.content_type);
+      resp.body = std::move(r.body);
+      return resp;
+    }
+    if (req.path == kReadyzPath) {
+      if (req.method != "GET" && req.method != "HEAD") {
+        resp.code = 405;
+        resp.body = "method not allowed; use GET\n";
+        return resp;
+      }
+      resp.body = "ok";
+      return resp;
+    }
+    resp.code = 404;
+    resp.body = "404 page not found\n";
+    return resp;
+  };
+}
+
+absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
+  if (config.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert-file is required");
+  }
+  if (config.tls_private_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-private-key-file is required");
+  }
+  if (config.port < 0 || config.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--port ", config.port, " is out of range, expected 0..65535"));
+  }
+  absl::StatusOr<std::unique_ptr<ServingCertificate>> certs = ServingCertificate::Load(
+      {config.tls_cert_file, config.tls_private_key_file, config.cert_check_interval});
+  if (!certs.ok()) {
+    return Annotate(certs.status(), "--tls-cert-file/--tls-private-key-file");
+  }
+
+  metrics::Registry registry;
+  WebhookMetrics metrics(&registry);
+  std::unique_ptr<metrics::HttpServer> metrics_server;
+  if (!config.http_endpoint.empty()) {
+    std::map<std::string, metrics::HttpHandler> handlers;
+    handlers["/healthz"] = [] { return metrics::HttpResponse{.body = "ok"}; };
+    if (!config.metrics_path.empty()) {
+      std::string path = config.metrics_path[0] == '/' ? config.metrics_path
+                                                       : absl::StrCat("/", config.metrics_path);
+      handlers[path] = [&registry] {
+        return metrics::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8",
+                                     .body = registry.Render()};
+      };
+    }
+    absl::StatusOr<std::unique_ptr<metrics::HttpServer>> ms =
+        metrics::HttpServer::Start(config.http_endpoint, std::move(handlers));
+    if (!ms.ok()) return Annotate(ms.status(), "--http-endpoint");
+    metrics_server = *std::move(ms);
+    DRA_INFO("serving metrics", "endpoint", config.http_endpoint, "path", config.metrics_path);
+  }
+
+  HttpsServerOptions options;
+  options.address = absl::StrCat(config.bind_address.find(':') != std::string::npos
+                                     ? absl::StrCat("[", config.bind_address, "]")
+                                     : config.bind_address,
+                                 ":", config.port);
+  absl::StatusOr<std::unique_ptr<HttpsServer>> server =
+      HttpsServer::Start(options, certs->get(), MakeWebhookHandler(config.gates, &metrics));
+  if (!server.ok()) return Annotate(server.status(), "--port");
+  DRA_INFO("webhook serving", "address", options.address, "port", (*server)->port(), "path",
+           kValidatePath);
+
+  signals->OnShutdown([&](int signal) {
+    DRA_INFO("shutting down", "signal", signal);
+    (*server)->Stop();
+    if (metrics_server) metrics_server->Stop();
+  });
+  signals->WaitForShutdown();
+  return absl::OkStatus();
+}
+
+}  // namespace dra::webhook
