@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "lib/api/config.h"
+#include "lib/webhook/duplicate_keys.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::webhook {
@@ -185,11 +186,11 @@ std::vector<std::string> ValidateConfigs(const json& object, bool is_template,
     if (opaque == nullptr || StringMember(*opaque, "driver") != kDriverName) continue;
     std::string params_path = absl::StrCat(path, "[", i, "].opaque.parameters");
     if (duplicate.has_value()) {
-      // The finder's path is rooted at the review: request.object.<params_path>...
+      // The scan's path is rooted at the review: request.object.<params_path>...
       absl::string_view d = *duplicate;
       if (absl::ConsumePrefix(&d, kObjectPathPrefix) && absl::ConsumePrefix(&d, params_path) &&
-          !d.empty() && (d[0] == '.' || d[0] == '[' || d[0] == ':')) {
-        errors.push_back(absl::StrCat(params_path, d));
+          !d.empty() && (d[0] == '.' || d[0] == '[')) {
+        errors.push_back(absl::StrCat(params_path, d, ": duplicate field"));
         continue;
       }
     }
@@ -224,26 +225,16 @@ AdmissionResult HandleAdmissionReview(absl::string_view content_type, absl::stri
     return PlainError(415,
                       absl::StrCat("contentType=", content_type, ", expected application/json"));
   }
-  // Strict parse first: it finds duplicate keys, which matter inside opaque parameters. A review
-  // with a duplicate is parsed again leniently and the duplicate charged to its config, if any.
-  std::optional<std::string> duplicate;
-  json review;
-  {
+  // The plain parser is fast; duplicate keys, which it resolves silently, are found by a scan of
+  // the text. A duplicate inside a config's parameters is that config's error.
+  json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded()) {
+    // Only now pay for a parse that says what is wrong.
     absl::StatusOr<json> parsed = api::ParseJsonStrict(body);
-    if (parsed.ok()) {
-      review = *std::move(parsed);
-    } else if (absl::EndsWith(parsed.status().message(), ": duplicate field")) {
-      duplicate = std::string(parsed.status().message());
-      review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-      if (review.is_discarded()) {
-        return PlainError(400, "could not decode the request body as an AdmissionReview");
-      }
-    } else {
-      return PlainError(400, absl::StrCat("could not decode the request body as an "
-                                          "AdmissionReview: ",
-                                          parsed.status().message()));
-    }
+    return PlainError(400, absl::StrCat("could not decode the request body as an AdmissionReview: ",
+                                        parsed.ok() ? "invalid JSON" : parsed.status().message()));
   }
+  std::optional<std::string> duplicate = FindDuplicateKey(body);
   if (!review.is_object()) {
     return PlainError(400, absl::StrCat("request body: expected an admission.k8s.io/v1 "
                                         "AdmissionReview object, got ",
