@@ -117,7 +117,8 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
         metrics::HttpServer::Start(config.http_endpoint, std::move(handlers));
     if (!ms.ok()) return Annotate(ms.status(), "--http-endpoint");
     metrics_server = *std::move(ms);
-    DRA_INFO("serving metrics", "endpoint", config.http_endpoint, "path", config.metrics_path);
+    DRA_INFO("serving metrics", "endpoint", config.http_endpoint, "port", metrics_server->port(),
+             "path", config.metrics_path);
   }
 
   HttpsServerOptions options;
