@@ -198,7 +198,9 @@ class Connection {
   // the wait.
   ReadResult ReadMore(absl::Time deadline, bool idle);
   bool Write(absl::string_view data);
-  void Reply(int code, absl::string_view content_type, absl::string_view body, bool close);
+  // `head`: a HEAD request, answered without the body.
+  void Reply(int code, absl::string_view content_type, absl::string_view body, bool close,
+             bool head = false);
   // Reads and answers one request; false when the connection is to be closed.
   bool ServeOne();
 
@@ -251,13 +253,13 @@ bool Connection::Write(absl::string_view data) {
   return true;
 }
 
-void Connection::Reply(int code, absl::string_view content_type, absl::string_view body,
-                       bool close) {
+void Connection::Reply(int code, absl::string_view content_type, absl::string_view body, bool close,
+                       bool head) {
   out_.clear();
   absl::StrAppend(&out_, "HTTP/1.1 ", code, " ", HttpReasonPhrase(code),
                   "\r\nContent-Type: ", content_type, "\r\nContent-Length: ", body.size(),
                   close ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n");
-  out_.append(body.data(), body.size());
+  if (!head) out_.append(body.data(), body.size());
   Write(out_);
 }
 
@@ -358,7 +360,7 @@ bool Connection::ServeOne() {
   }
   HttpResponse resp = server_->handler_(req);
   bool close = !keep_alive || server_->Stopping();
-  Reply(resp.code, resp.content_type, resp.body, close);
+  Reply(resp.code, resp.content_type, resp.body, close, method == "HEAD");
   buf_.erase(0, total);
   return !close;
 }

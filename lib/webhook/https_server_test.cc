@@ -289,6 +289,19 @@ TEST_F(HttpsServerTest, ProtocolEdges) {
     EXPECT_TRUE(r->connection_close);
   }
   {
+    // HEAD: headers only; the connection stays in sync for the next request.
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    auto r = c->Do("HEAD", "/readyz", "", "");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->code, 200);
+    EXPECT_EQ(r->body, "");
+    r = c->Do("GET", "/readyz", "", "");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->code, 200);
+    EXPECT_EQ(r->body, "ok");
+  }
+  {
     auto c = Connect();
     ASSERT_NE(c, nullptr);
     ASSERT_TRUE(c->WriteRaw("garbage\r\n\r\n").ok());

@@ -221,7 +221,7 @@ absl::Status TlsClient::WriteRaw(absl::string_view data) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ClientResponse> TlsClient::ReadResponse() {
+absl::StatusOr<ClientResponse> TlsClient::ReadResponse(bool head_request) {
   auto read_more = [this]() -> absl::Status {
     char chunk[16384];
     int n = SSL_read(ssl_, chunk, sizeof(chunk));
@@ -259,6 +259,7 @@ absl::StatusOr<ClientResponse> TlsClient::ReadResponse() {
         resp.connection_close = absl::EqualsIgnoreCase(value, "close");
       }
     }
+    if (head_request) length = 0;
     size_t total = end + 4 + length;
     if (resp.code == 100) {  // interim response; the real one follows
       buf_.erase(0, end + 4);
@@ -280,7 +281,7 @@ absl::StatusOr<ClientResponse> TlsClient::Do(absl::string_view method, absl::str
   absl::StrAppend(&out_, "Content-Length: ", body.size(), "\r\n", extra_headers, "\r\n");
   out_.append(body.data(), body.size());
   RETURN_IF_ERROR(WriteRaw(out_));
-  return ReadResponse();
+  return ReadResponse(method == "HEAD");
 }
 
 std::string TlsClient::PeerCommonName() const {

@@ -57,7 +57,8 @@ class TlsClient {
                                     absl::string_view extra_headers = "");
   // Writes raw bytes / reads one response (for malformed-request tests).
   absl::Status WriteRaw(absl::string_view data);
-  absl::StatusOr<ClientResponse> ReadResponse();
+  // `head`: the answer to a HEAD request, which has no body whatever its Content-Length.
+  absl::StatusOr<ClientResponse> ReadResponse(bool head = false);
 
   // The common name of the certificate the server presented.
   std::string PeerCommonName() const;
