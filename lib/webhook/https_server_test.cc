@@ -9,7 +9,9 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/api/driver_gates.h"
@@ -76,12 +78,13 @@ class HttpsServerTest : public ::testing::Test {
     ReplaceFile(cert_file_, leaf->cert + ca_.cert);
   }
 
-  void StartServer(HttpsServerOptions options = {}) {
+  void StartServer(HttpsServerOptions options = {}, HttpsHandler handler = nullptr) {
     auto certs = ServingCertificate::Load({cert_file_, key_file_, absl::ZeroDuration()});
     ASSERT_TRUE(certs.ok()) << certs.status();
     certs_ = *std::move(certs);
     options.address = "127.0.0.1:0";
-    auto server = HttpsServer::Start(options, certs_.get(), MakeWebhookHandler(&gates_, &metrics_));
+    if (handler == nullptr) handler = MakeWebhookHandler(&gates_, &metrics_);
+    auto server = HttpsServer::Start(options, certs_.get(), std::move(handler));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -312,13 +315,44 @@ TEST_F(HttpsServerTest, ProtocolEdges) {
 }
 
 TEST_F(HttpsServerTest, StopClosesIdleConnections) {
-  StartServer();
+  HttpsServerOptions options;
+  // Were idle connections not closed at once, Stop would wait for this (and the test time out).
+  options.shutdown_grace = absl::Hours(1);
+  StartServer(options);
   auto c = Connect();
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(c->Do("GET", "/readyz", "", "").ok());
   server_->Stop();  // must not wait for the idle connection's 120s idle timeout
   EXPECT_FALSE(c->Do("GET", "/readyz", "", "").ok());
   EXPECT_FALSE(TlsClient::Connect(server_->port(), ca_.cert).ok());
+}
+
+TEST_F(HttpsServerTest, StopLetsARequestInFlightFinish) {
+  absl::Notification entered, release;
+  HttpsServerOptions options;
+  options.shutdown_grace = absl::Hours(1);
+  StartServer(options, [&](const HttpRequest&) {
+    entered.Notify();
+    release.WaitForNotification();
+    return HttpResponse{.body = "done"};
+  });
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  absl::StatusOr<ClientResponse> r;
+  std::thread request([&] { r = c->Do("GET", "/slow", "", ""); });
+  entered.WaitForNotification();
+  std::thread stopper([&] { server_->Stop(); });
+  // Once the listener is closed, Stop has begun; then let the handler finish.
+  while (true) {
+    auto probe = TlsClient::Connect(server_->port(), ca_.cert);
+    if (!probe.ok()) break;
+  }
+  release.Notify();
+  request.join();
+  stopper.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, "done");
+  EXPECT_TRUE(r->connection_close);
 }
 
 TEST(ServingCertificateTest, LoadErrorsNameTheFile) {
