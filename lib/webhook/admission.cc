@@ -189,7 +189,7 @@ std::vector<std::string> ValidateConfigs(const json& object, bool is_template,
       // The scan's path is rooted at the review: request.object.<params_path>...
       absl::string_view d = *duplicate;
       if (absl::ConsumePrefix(&d, kObjectPathPrefix) && absl::ConsumePrefix(&d, params_path) &&
-          !d.empty() && (d[0] == '.' || d[0] == '[')) {
+          (d.empty() || d[0] == '.' || d[0] == '[')) {
         errors.push_back(absl::StrCat(params_path, d, ": duplicate field"));
         continue;
       }

@@ -397,6 +397,19 @@ TEST(AdmissionTest, DuplicateKeyInParametersIsThatConfigsError) {
             "required field is missing, expected resource.nvidia.com/v1beta1; "
             "spec.devices.config[1].opaque.parameters.kind: duplicate field");
 
+  // The parameters key itself twice: the config's error too.
+  std::string twice =
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",)"
+      R"("operation":"CREATE","resource":{"group":"resource.k8s.io","version":"v1",)"
+      R"("resource":"resourceclaims"},"object":{"spec":{"devices":{"config":[{"opaque":)"
+      R"({"driver":"gpu.nvidia.com","parameters":{},"parameters":)" +
+      params.substr(0, params.rfind(",\"kind\"")) + "}}}]}}}}}";
+  r = HandleAdmissionReview("application/json", twice, *gates);
+  ASSERT_EQ(r.http_code, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["response"]["status"]["message"],
+            "1 configs failed to validate: spec.devices.config[0].opaque.parameters: duplicate "
+            "field");
+
   // A duplicate elsewhere is tolerated (last wins), as by the Go decoder.
   std::string elsewhere =
       R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",)"
