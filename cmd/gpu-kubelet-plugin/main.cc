@@ -73,6 +73,17 @@ int main(int argc, char** argv) {
                   "Sustained requests per second to the API server.");
   flags.AddInt("kube-api-burst", "KUBE_API_BURST", &c.kube_api_burst,
                "Request burst to the API server.");
+  flags.AddString("consumable-shares", "CONSUMABLE_SHARES", &c.consumable_shares,
+                  "Let several claims share a full GPU or MIG device (Kubernetes "
+                  "DRAConsumableCapacity): 'disabled' (one claim per device), 'memory' (claims "
+                  "consume device memory, by default all of it), 'unlimited' (memory, by default "
+                  "none of it), or a positive integer N (memory as with 'unlimited' plus N "
+                  "'shares', one per claim by default). Anything but 'disabled' needs the feature "
+                  "gate ConsumableShares. Claims sharing a device must configure it alike; MPS is "
+                  "not allowed then.");
+  flags.AddDuration("nvidia-smi-timeout", "NVIDIA_SMI_TIMEOUT", &c.nvidia_smi_timeout,
+                    "Time limit of one nvidia-smi run (setting GPU time-slices); it is killed "
+                    "after that and the prepare fails (the kubelet retries).");
   flags.AddDuration("cleanup-interval", "CLEANUP_INTERVAL", &c.cleanup_interval,
                     "How often prepared claims whose ResourceClaim is gone are unprepared.");
   flags.AddLoggingFlags();

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "lib/api/driver_gates.h"
 #include "lib/api/errors.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
@@ -13,24 +14,63 @@ namespace {
 
 using checkpoint::ClaimState;
 
-// Sharing needs device setup that this build does not do yet (time-slicing and MPS arrive with
-// their own work); reject it clearly instead of handing out an unshared device.
+// MPS needs a control daemon per claim that this build does not start yet; reject it clearly
+// instead of handing out a device without the sharing asked for.
 absl::Status CheckSupported(const api::Config& config) {
-  auto unsupported = [](absl::string_view what) {
-    return absl::UnimplementedError(
-        absl::StrCat(what, " sharing is not supported by this version of the plugin"));
-  };
-  if (const auto* g = std::get_if<api::GpuConfig>(&config); g && g->sharing) {
-    return unsupported(api::SharingStrategyName(g->sharing->strategy));
-  }
-  if (const auto* m = std::get_if<api::MigDeviceConfig>(&config);
-      m && m->sharing && m->sharing->strategy == api::SharingStrategy::kMps) {
-    return unsupported("MPS");
+  if (api::UsesMps(config)) {
+    return absl::UnimplementedError("MPS sharing is not supported by this version of the plugin");
   }
   if (std::holds_alternative<api::VfioDeviceConfig>(config)) {
     return absl::UnimplementedError("VFIO passthrough is not supported by this version");
   }
   return absl::OkStatus();
+}
+
+// The interval when `config` asks for time-slicing of full GPUs (GpuConfig, strategy TimeSlicing;
+// normalized, so the interval is set). MIG time-slicing has no setting: nullopt.
+std::optional<api::TimeSliceInterval> TimeSliceOf(const api::Config& config) {
+  const auto* g = std::get_if<api::GpuConfig>(&config);
+  if (g == nullptr || !g->sharing || g->sharing->strategy != api::SharingStrategy::kTimeSlicing) {
+    return std::nullopt;
+  }
+  if (g->sharing->time_slicing_config && g->sharing->time_slicing_config->interval) {
+    return *g->sharing->time_slicing_config->interval;
+  }
+  return api::TimeSliceInterval::kDefault;
+}
+
+// The config each device of another prepared claim got, resolved again from its recorded
+// allocation (the same resolution as for this claim, so both sides are normalized alike).
+absl::StatusOr<std::map<std::string, api::Config>> RecordedConfigs(
+    const checkpoint::PreparedClaim& other, const Inventory& inventory,
+    const std::string& driver_name, const FeatureGates& gates) {
+  nlohmann::json j = {{"apiVersion", "resource.k8s.io/v1"},
+                      {"kind", "ResourceClaim"},
+                      {"metadata", {{"uid", other.uid}}},
+                      {"status", {{"allocation", other.allocation}}}};
+  ASSIGN_OR_RETURN(k8s::ResourceClaim claim, k8s::ResourceClaim::FromJson(j));
+  if (!claim.status.allocation) return absl::NotFoundError("no allocation recorded");
+  ASSIGN_OR_RETURN(std::vector<ConfigGroup> groups,
+                   ResolveDeviceConfigs(claim, inventory, driver_name, gates));
+  std::map<std::string, api::Config> out;
+  for (const ConfigGroup& g : groups) {
+    for (const k8s::DeviceRequestAllocationResult* r : g.results) out.emplace(r->device, g.config);
+  }
+  return out;
+}
+
+// UUIDs of the full GPUs that PrepareCompleted claims other than `uid` hold.
+std::set<std::string> GpusHeldByOthers(const std::string& uid, const checkpoint::ClaimMap& all) {
+  std::set<std::string> held;
+  for (const auto& [other_uid, other] : all) {
+    if (other_uid == uid || other.state != ClaimState::kPrepareCompleted) continue;
+    auto devices = PreparedDevicesFromJson(other.prepared_devices);
+    if (!devices.ok()) continue;
+    for (const PreparedDevice& d : *devices) {
+      if (d.type == DeviceType::kGpu) held.insert(d.uuid);
+    }
+  }
+  return held;
 }
 
 }  // namespace
@@ -41,6 +81,11 @@ DeviceState::DeviceState(Inventory inventory, const ClaimCdi* cdi,
       cdi_(cdi),
       checkpoint_(checkpoint),
       options_(std::move(options)) {}
+
+const FeatureGates& DeviceState::gates() const {
+  static const FeatureGates* const kNone = new FeatureGates();
+  return options_.gates ? *options_.gates : *kNone;
+}
 
 absl::StatusOr<std::vector<PreparedDevice>> DeviceState::Prepare(const k8s::ResourceClaim& claim) {
   absl::MutexLock lock(&mu_);
@@ -58,20 +103,25 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   const std::string& uid = claim.metadata.uid;
   // One read serves the idempotency check and the overlap check below.
   ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
-  if (auto it = all.find(uid);
-      it != all.end() && it->second.state == ClaimState::kPrepareCompleted) {
+  const auto existing = all.find(uid);
+  if (existing != all.end() && existing->second.state == ClaimState::kPrepareCompleted) {
     DRA_VLOG(4, "claim already prepared", "claim", uid);
-    return PreparedDevicesFromJson(it->second.prepared_devices);
+    return PreparedDevicesFromJson(existing->second.prepared_devices);
   }
   if (!claim.status.allocation) return absl::FailedPreconditionError("claim not yet allocated");
-  FeatureGates no_gates;
-  const FeatureGates& gates = options_.gates ? *options_.gates : no_gates;
   ASSIGN_OR_RETURN(std::vector<ConfigGroup> groups,
-                   ResolveDeviceConfigs(claim, inventory_, options_.driver_name, gates));
-  for (const ConfigGroup& g : groups) RETURN_IF_ERROR(CheckSupported(g.config));
+                   ResolveDeviceConfigs(claim, inventory_, options_.driver_name, gates()));
+  for (const ConfigGroup& g : groups) {
+    RETURN_IF_ERROR(api::CheckConsumableSharesAllowSharing(g.config, options_.consumable_shares));
+    RETURN_IF_ERROR(CheckSupported(g.config));
+  }
 
   std::vector<PreparedDevice> prepared;
+  std::vector<const api::Config*> configs;  // parallel to `prepared`
+  bool time_slicing = false;
   for (const ConfigGroup& g : groups) {
+    const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
+    time_slicing = time_slicing || interval.has_value();
     for (size_t i = 0; i < g.results.size(); ++i) {
       const k8s::DeviceRequestAllocationResult& r = *g.results[i];
       const AllocatableDevice& d = *g.devices[i];
@@ -91,11 +141,62 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
       p.pci_bus_id = d.gpu.pci_bus_id;
       p.mig = d.mig;
       p.admin_access = r.admin_access.value_or(false);
+      if (d.type == DeviceType::kGpu) p.time_slice_applied = interval.has_value();
       prepared.push_back(std::move(p));
+      configs.push_back(&g.config);
+    }
+  }
+  RETURN_IF_ERROR(CheckOverlap(uid, all, prepared, configs));
+
+  // A prepare that crashed or failed half-way may have changed GPUs: undo that first.
+  if (existing != all.end()) {
+    ASSIGN_OR_RETURN(std::vector<PreparedDevice> partial,
+                     PreparedDevicesFromJson(existing->second.prepared_devices));
+    RETURN_IF_ERROR(Annotate(ResetTimeSlices(uid, all, partial), "roll back partial prepare"));
+  }
+  nlohmann::json allocation = claim.ToJson()["status"]["allocation"];
+  auto record = [&](ClaimState state) {
+    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
+      checkpoint::PreparedClaim& c = claims[uid];
+      c.uid = uid;
+      c.namespace_name = claim.metadata.namespace_name;
+      c.name = claim.metadata.name;
+      c.state = state;
+      c.allocation = allocation;
+      c.prepared_devices = PreparedDevicesToJson(prepared);
+      CountPreparedDevices(claims);
+      return absl::OkStatus();
+    });
+  };
+  if (time_slicing) {
+    if (options_.time_slicing == nullptr) {
+      return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
+    }
+    // Recorded before nvidia-smi runs, so that a crash from here on is rolled back.
+    RETURN_IF_ERROR(record(ClaimState::kPrepareStarted));
+    for (const ConfigGroup& g : groups) {
+      const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
+      if (!interval) continue;
+      std::vector<std::string> uuids;
+      for (const AllocatableDevice* d : g.devices) {
+        if (d->type == DeviceType::kGpu) uuids.push_back(d->gpu.uuid);
+      }
+      RETURN_IF_ERROR(options_.time_slicing->Apply(uuids, *interval));
+      DRA_INFO("applied GPU time-slicing", "claim", uid, "interval",
+               api::TimeSliceIntervalName(*interval), "gpus", uuids.size());
     }
   }
 
-  // No device may be held by another prepared claim, unless one side has admin access.
+  RETURN_IF_ERROR(cdi_->Write(uid, prepared).status());
+  RETURN_IF_ERROR(record(ClaimState::kPrepareCompleted));
+  DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
+           claim.metadata.name, "devices", prepared.size());
+  return prepared;
+}
+
+absl::Status DeviceState::CheckOverlap(const std::string& uid, const checkpoint::ClaimMap& all,
+                                       const std::vector<PreparedDevice>& prepared,
+                                       const std::vector<const api::Config*>& configs) const {
   for (const auto& [other_uid, other] : all) {
     if (other_uid == uid || other.state != ClaimState::kPrepareCompleted) continue;
     ASSIGN_OR_RETURN(std::vector<PreparedDevice> held,
@@ -104,32 +205,65 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
     for (const PreparedDevice& h : held) {
       if (!h.admin_access) names.insert(h.device);
     }
-    for (const PreparedDevice& p : prepared) {
-      if (!p.admin_access && names.contains(p.device)) {
-        return absl::FailedPreconditionError(absl::StrCat("requested device ", p.device,
-                                                          " is already allocated to different "
-                                                          "claim ",
-                                                          other_uid));
+    std::optional<absl::StatusOr<std::map<std::string, api::Config>>> other_configs;
+    for (size_t i = 0; i < prepared.size(); ++i) {
+      const PreparedDevice& p = prepared[i];
+      if (p.admin_access || !names.contains(p.device)) continue;
+      if (!options_.consumable_shares.Enabled() || p.type == DeviceType::kVfio) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "requested device ", p.device, " is already allocated to different claim ", other_uid));
+      }
+      if (!other_configs) {
+        other_configs = RecordedConfigs(other, inventory_, options_.driver_name, gates());
+      }
+      const api::Config* theirs = nullptr;
+      if (other_configs->ok()) {
+        auto it = (*other_configs)->find(p.device);
+        if (it != (*other_configs)->end()) theirs = &it->second;
+      } else {
+        DRA_WARNING("cannot resolve the configs of a prepared claim; treating them as different",
+                    "claim", other_uid, "err", other_configs->status());
+      }
+      if (theirs == nullptr || !(*theirs == *configs[i])) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("requested device ", p.device,
+                         " has conflicting configuration with already prepared claim ", other_uid));
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  RETURN_IF_ERROR(cdi_->Write(uid, prepared).status());
-  nlohmann::json allocation = claim.ToJson()["status"]["allocation"];
-  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
-    checkpoint::PreparedClaim& c = claims[uid];
-    c.uid = uid;
-    c.namespace_name = claim.metadata.namespace_name;
-    c.name = claim.metadata.name;
-    c.state = ClaimState::kPrepareCompleted;
-    c.allocation = allocation;
-    c.prepared_devices = PreparedDevicesToJson(prepared);
-    CountPreparedDevices(claims);
-    return absl::OkStatus();
-  }));
-  DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
-           claim.metadata.name, "devices", prepared.size());
-  return prepared;
+absl::Status DeviceState::ResetTimeSlices(const std::string& uid, const checkpoint::ClaimMap& all,
+                                          const std::vector<PreparedDevice>& devices) const {
+  const bool gate = gates().Enabled(std::string(api::gate::kTimeSlicingSettings));
+  std::vector<std::string> reset;
+  std::set<std::string> held;
+  bool held_known = false;
+  for (const PreparedDevice& d : devices) {
+    if (d.type != DeviceType::kGpu) continue;
+    // Explicitly false: never touched. Absent: a record from before time-slicing; reset while
+    // the gate is on, as the Go driver does.
+    if (!d.time_slice_applied.value_or(gate)) continue;
+    if (!held_known) {
+      held = GpusHeldByOthers(uid, all);
+      held_known = true;
+    }
+    if (held.contains(d.uuid)) {
+      DRA_VLOG(2, "GPU still used by another claim; keeping its time-slice", "claim", uid, "uuid",
+               d.uuid);
+      continue;
+    }
+    reset.push_back(d.uuid);
+  }
+  if (reset.empty()) return absl::OkStatus();
+  if (options_.time_slicing == nullptr) {
+    return absl::FailedPreconditionError(
+        "GPU time-slices need a reset but this plugin has no nvidia-smi runner");
+  }
+  RETURN_IF_ERROR(Annotate(options_.time_slicing->Reset(reset), "reset GPU time-slice"));
+  DRA_INFO("reset GPU time-slicing", "claim", uid, "gpus", reset.size());
+  return absl::OkStatus();
 }
 
 void DeviceState::CountPreparedDevices(const checkpoint::ClaimMap& claims) {
@@ -154,22 +288,32 @@ std::map<std::string, int> DeviceState::PreparedDeviceCounts() const {
 
 absl::Status DeviceState::Unprepare(const std::string& claim_uid) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(std::optional<checkpoint::PreparedClaim> existing, checkpoint_->Get(claim_uid));
-  if (!existing) {
+  ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
+  auto existing = all.find(claim_uid);
+  if (existing == all.end()) {
     // Still remove a CDI spec a crashed prepare may have left behind.
     RETURN_IF_ERROR(cdi_->Remove(claim_uid));
     DRA_VLOG(4, "unprepare: claim not in checkpoint", "claim", claim_uid);
     return absl::OkStatus();
   }
-  // Full GPUs and static MIG devices need no device teardown.
+  // Full GPUs and static MIG devices need no teardown beyond the time-slice; a PrepareStarted
+  // claim's record lists the GPUs its prepare may have changed.
+  auto devices = PreparedDevicesFromJson(existing->second.prepared_devices);
+  if (devices.ok()) {
+    RETURN_IF_ERROR(ResetTimeSlices(claim_uid, all, *devices));
+  } else {
+    DRA_WARNING("unprepare: unreadable device record; no device teardown", "claim", claim_uid,
+                "err", devices.status());
+  }
   RETURN_IF_ERROR(cdi_->Remove(claim_uid));
   RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
     claims.erase(claim_uid);
     CountPreparedDevices(claims);
     return absl::OkStatus();
   }));
-  DRA_INFO("unprepared claim", "claim", claim_uid, "namespace", existing->namespace_name, "name",
-           existing->name);
+  DRA_INFO("unprepared claim", "claim", claim_uid, "namespace", existing->second.namespace_name,
+           "name", existing->second.name, "state",
+           checkpoint::ClaimStateName(existing->second.state));
   return absl::OkStatus();
 }
 

@@ -1,14 +1,20 @@
 #pragma once
 
-// Prepare and unprepare of GPU and static-MIG claims (spec gpu-driver.md 5.4-5.6): resolves the
-// claim's configs, checks that no device is already held by another prepared claim, writes the
-// claim's CDI spec, and records everything in the checkpoint so that unprepare works from the
-// checkpoint alone. Both operations are idempotent.
+// Prepare and unprepare of GPU and static-MIG claims (spec gpu-driver.md 5.4-5.6, 5.10): resolves
+// the claim's configs, checks that no device is already held by another prepared claim (or, with
+// consumable shares, that the claims sharing a device configure it alike), applies time-slicing,
+// writes the claim's CDI spec, and records everything in the checkpoint so that unprepare works
+// from the checkpoint alone. Both operations are idempotent.
 //
-// Crash consistency: a claim is marked PrepareStarted before any step with a side effect outside
-// this process's files (none exist yet for full GPUs and static MIG devices, so those go straight
-// to PrepareCompleted after the CDI spec is written); a crash before PrepareCompleted leaves at
-// most a CDI spec that the retried prepare rewrites or the cleanup removes.
+// Crash consistency: a claim is marked PrepareStarted, with the devices it is about to change,
+// before any step with a side effect outside this process's files (nvidia-smi for time-slicing);
+// claims without such a step go straight to PrepareCompleted after the CDI spec is written. A
+// retried prepare of a PrepareStarted claim, or its unprepare (the cleanup's, when the claim is
+// gone), first undoes what the record says may have been done. A crash before the record leaves
+// at most a CDI spec that the retried prepare rewrites or the cleanup removes.
+//
+// Shared GPUs: unprepare resets the time-slice of a GPU only when no other completely prepared
+// claim holds it (consumable shares), so the last claim using a GPU restores it.
 //
 // Thread-safety: Prepare/Unprepare may be called from any thread; they serialize on an internal
 // mutex (the caller adds the cross-process flock).
@@ -21,11 +27,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/api/consumable_shares.h"
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/feature_gates.h"
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/prepared.h"
+#include "lib/gpu/time_slicing.h"
 #include "lib/k8s/objects_resource.h"
 
 namespace dra::gpu {
@@ -38,9 +46,15 @@ class DeviceState {
     std::string driver_name = kDriverName;
     std::string pool_name;  // the node name
     const FeatureGates* gates = nullptr;
+    // --consumable-shares: when enabled, a device may be prepared for several claims whose
+    // normalized configs for it are equal; MPS is refused.
+    api::ConsumableShares consumable_shares;
+    // Sets and resets GPU time-slices. Null: a claim asking for time-slicing fails (Internal), and
+    // unprepare cannot reset (FailedPrecondition when a record needs it).
+    const TimeSlicing* time_slicing = nullptr;
   };
 
-  // `cdi`, `checkpoint` and `gates` must outlive this object.
+  // `cdi`, `checkpoint`, `gates` and `time_slicing` must outlive this object.
   DeviceState(Inventory inventory, const ClaimCdi* cdi, checkpoint::Checkpoint* checkpoint,
               Options options);
 
@@ -61,6 +75,16 @@ class DeviceState {
  private:
   absl::StatusOr<std::vector<PreparedDevice>> PrepareLocked(const k8s::ResourceClaim& claim)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses devices that other PrepareCompleted claims in `all` hold, unless consumable shares
+  // allow it and the configs are equal. `configs[i]` is the config of `prepared[i]`.
+  absl::Status CheckOverlap(const std::string& uid, const checkpoint::ClaimMap& all,
+                            const std::vector<PreparedDevice>& prepared,
+                            const std::vector<const api::Config*>& configs) const;
+  // Resets the time-slice of the GPUs in `devices` that need it (time_slice_applied true, or
+  // absent with the gate on) and that no other PrepareCompleted claim in `all` holds.
+  absl::Status ResetTimeSlices(const std::string& uid, const checkpoint::ClaimMap& all,
+                               const std::vector<PreparedDevice>& devices) const;
+  const FeatureGates& gates() const;
 
   const Inventory inventory_;
   const ClaimCdi* const cdi_;

@@ -3,8 +3,11 @@
 
 #include "lib/gpu/device_state.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -22,7 +25,13 @@ using ::testing::HasSubstr;
 
 class DeviceStateTest : public ::testing::Test {
  protected:
+  // May be called again in a test: starts over with a fresh root, checkpoint and gates.
   void Init(const std::string& profile) {
+    state_.reset();
+    checkpoint_.reset();
+    for (const char* dir : {"/root", "/plugin", "/cdi"}) {
+      std::filesystem::remove_all(tmp_.path() + dir);
+    }
     root_path_ = tmp_.path() + "/root";
     ASSERT_TRUE(dra::testing::MakeMockDriverRoot(profile, root_path_).ok());
     auto root = driverroot::DriverRoot::Create(
@@ -41,7 +50,11 @@ class DeviceStateTest : public ::testing::Test {
     auto cdi = ClaimCdi::Create(root_.get(), tmp_.path() + "/cdi", inventory_.driver_version);
     ASSERT_TRUE(cdi.ok()) << cdi.status();
     cdi_ = std::move(*cdi);
-    ASSERT_TRUE(api::RegisterDriverFeatureGates(gates_).ok());
+    gates_ = std::make_unique<FeatureGates>();
+    ASSERT_TRUE(api::RegisterDriverFeatureGates(*gates_).ok());
+    shares_ = {};
+    smi_ = std::make_unique<NvidiaSmi>(root_.get());
+    time_slicing_ = std::make_unique<TimeSlicing>(smi_.get());
     Reopen();
   }
   // A fresh checkpoint handle and DeviceState over the same files, as after a plugin restart.
@@ -52,7 +65,19 @@ class DeviceStateTest : public ::testing::Test {
     checkpoint_ = std::move(*cp);
     state_ =
         std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
-                                      DeviceState::Options{.pool_name = "node1", .gates = &gates_});
+                                      DeviceState::Options{.pool_name = "node1",
+                                                           .gates = gates_.get(),
+                                                           .consumable_shares = shares_,
+                                                           .time_slicing = time_slicing_.get()});
+  }
+  // Turns gates on ("TimeSlicingSettings=true,...") and consumable shares ("disabled", "memory",
+  // ...), then reopens.
+  void Configure(const std::string& gates, const std::string& shares = "disabled") {
+    ASSERT_TRUE(gates_->Set(gates).ok());
+    auto parsed = api::ParseConsumableShares(shares, *gates_);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    shares_ = *parsed;
+    Reopen();
   }
   k8s::ResourceClaim Claim(const std::string& uid, const std::vector<std::string>& devices,
                            nlohmann::json config = nlohmann::json::array()) {
@@ -75,13 +100,53 @@ class DeviceStateTest : public ::testing::Test {
     return *claim;
   }
   std::string SpecPath(const std::string& uid) { return cdi_->PathFor(uid); }
+  std::string Uuid(const std::string& device) { return inventory_.Find(device)->gpu.uuid; }
+  // "<compute mode>/<time-slice>" of a GPU as the fake nvidia-smi reports it (`-q`), i.e. the
+  // state the mock NVML persisted in the driver root.
+  std::string GpuSetting(const std::string& device) {
+    auto q = smi_->Run({"-q", "-i", Uuid(device)});
+    EXPECT_TRUE(q.ok()) << q.status();
+    std::string text = q.value_or("");
+    std::smatch mode, slice;
+    std::regex_search(text, mode, std::regex("Compute Mode +: (\\S+)"));
+    std::regex_search(text, slice, std::regex("Compute Timeslice +: (\\S+)"));
+    return (mode.size() > 1 ? mode[1].str() : "?") + "/" +
+           (slice.size() > 1 ? slice[1].str() : "?");
+  }
+  void SetGpu(const std::string& device, const std::string& mode, int timeslice) {
+    ASSERT_TRUE(smi_->Run({"-i", Uuid(device), "-c", mode}).ok());
+    ASSERT_TRUE(smi_->Run({"compute-policy", "-i", Uuid(device), "--set-timeslice",
+                           std::to_string(timeslice)})
+                    .ok());
+  }
+  std::optional<checkpoint::ClaimState> StateOf(const std::string& uid) {
+    auto c = checkpoint_->Get(uid);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok() || !c->has_value()) return std::nullopt;
+    return (*c)->state;
+  }
+  // Replaces the driver root's nvidia-smi with a script: `body` runs first; "exec real" goes on
+  // to the real one (kept as nvidia-smi.real). Restore() puts the real one back.
+  void WrapNvidiaSmi(const std::string& body) {
+    const std::string smi = root_path_ + "/usr/bin/nvidia-smi";
+    if (!std::filesystem::exists(smi + ".real")) std::filesystem::rename(smi, smi + ".real");
+    std::ofstream(smi) << "#!/bin/sh\n" << body << "\n";
+    ::chmod(smi.c_str(), 0755);
+  }
+  void RestoreNvidiaSmi() {
+    const std::string smi = root_path_ + "/usr/bin/nvidia-smi";
+    std::filesystem::rename(smi + ".real", smi);
+  }
 
   dra::testing::TempDir tmp_;
   std::string root_path_;
   std::unique_ptr<driverroot::DriverRoot> root_;
   std::unique_ptr<nvml::Nvml> nvml_;
   Inventory inventory_;
-  FeatureGates gates_;
+  std::unique_ptr<FeatureGates> gates_;
+  api::ConsumableShares shares_;
+  std::unique_ptr<NvidiaSmi> smi_;
+  std::unique_ptr<TimeSlicing> time_slicing_;
   std::unique_ptr<ClaimCdi> cdi_;
   std::unique_ptr<checkpoint::Checkpoint> checkpoint_;
   std::unique_ptr<DeviceState> state_;
@@ -185,6 +250,216 @@ TEST_F(DeviceStateTest, UnknownDeviceAndForeignPoolAreErrors) {
   auto r = state_->Prepare(Claim("uid-x", {"gpu-7"}));
   EXPECT_THAT(std::string(r.status().message()),
               HasSubstr("allocatable not found for device \"gpu-7\""));
+}
+
+// A claim config entry: GpuConfig with the given sharing (null: none), for all requests.
+nlohmann::json GpuConfigEntry(nlohmann::json sharing) {
+  nlohmann::json params = {{"apiVersion", "resource.nvidia.com/v1beta1"}, {"kind", "GpuConfig"}};
+  if (!sharing.is_null()) params["sharing"] = sharing;
+  return nlohmann::json::array(
+      {{{"source", "FromClaim"},
+        {"requests", nlohmann::json::array()},
+        {"opaque", {{"driver", "gpu.nvidia.com"}, {"parameters", params}}}}});
+}
+nlohmann::json TimeSliced(const std::string& interval) {
+  return GpuConfigEntry(
+      {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", interval}}}});
+}
+
+TEST_F(DeviceStateTest, TimeSlicingSetsEachIntervalAndUnprepareResets) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true");
+  for (const char* interval : {"Default", "Short", "Medium", "Long"}) {
+    SCOPED_TRACE(interval);
+    SetGpu("gpu-2", "EXCLUSIVE_PROCESS", 1);  // whatever was there before
+    const std::string uid = std::string("uid-") + interval;
+    auto devices = state_->Prepare(Claim(uid, {"gpu-2", "gpu-5"}, TimeSliced(interval)));
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    EXPECT_EQ(GpuSetting("gpu-2"), std::string("Default/") + interval);
+    EXPECT_EQ(GpuSetting("gpu-5"), std::string("Default/") + interval);
+    EXPECT_EQ(GpuSetting("gpu-3"), "Default/Default");  // not in the claim
+    auto stored = checkpoint_->Get(uid);
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    EXPECT_EQ((*stored)->state, checkpoint::ClaimState::kPrepareCompleted);
+    EXPECT_EQ((*stored)->prepared_devices[0]["timeSliceApplied"], true);
+
+    ASSERT_TRUE(state_->Unprepare(uid).ok());
+    EXPECT_EQ(GpuSetting("gpu-2"), "Default/Default");
+    EXPECT_EQ(GpuSetting("gpu-5"), "Default/Default");
+  }
+}
+
+TEST_F(DeviceStateTest, TimeSlicingWithoutIntervalUsesDefault) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true");
+  SetGpu("gpu-1", "DEFAULT", 3);
+  ASSERT_TRUE(
+      state_->Prepare(Claim("uid-1", {"gpu-1"}, GpuConfigEntry({{"strategy", "TimeSlicing"}})))
+          .ok());
+  EXPECT_EQ(GpuSetting("gpu-1"), "Default/Default");
+}
+
+TEST_F(DeviceStateTest, TimeSlicingNeedsTheGate) {
+  Init("h100-8x");
+  auto r = state_->Prepare(Claim("uid-1", {"gpu-1"}, TimeSliced("Long")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(api::IsPermanentConfigError(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("TimeSlicingSettings"));
+  EXPECT_EQ(GpuSetting("gpu-1"), "Default/Default");
+}
+
+TEST_F(DeviceStateTest, IdempotentPrepareDoesNotRunNvidiaSmiAgain) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true");
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-0"}, TimeSliced("Long"))).ok());
+  // If the second prepare ran nvidia-smi, it would fail.
+  WrapNvidiaSmi("echo should not run >&2; exit 1");
+  auto again = state_->Prepare(Claim("uid-1", {"gpu-0"}, TimeSliced("Long")));
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST_F(DeviceStateTest, PlainGpuClaimDoesNotTouchTheTimeSlice) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true");
+  WrapNvidiaSmi("echo should not run >&2; exit 1");
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-0"})).ok());
+  auto stored = checkpoint_->Get("uid-1");
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  EXPECT_EQ((*stored)->prepared_devices[0]["timeSliceApplied"], false);
+  EXPECT_TRUE(state_->Unprepare("uid-1").ok());
+}
+
+TEST_F(DeviceStateTest, FailingNvidiaSmiLeavesClaimStartedAndRetryWorks) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true");
+  WrapNvidiaSmi("echo 'Unable to set: GPU is busy' >&2; exit 15");
+  auto r = state_->Prepare(Claim("uid-1", {"gpu-4"}, TimeSliced("Medium")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(api::IsPermanentConfigError(r.status())) << r.status();
+  const std::string msg(r.status().message());
+  EXPECT_THAT(msg, HasSubstr("nvidia-smi -i " + Uuid("gpu-4") + " -c DEFAULT"));
+  EXPECT_THAT(msg, HasSubstr("exit code 15: Unable to set: GPU is busy"));
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareStarted);
+  EXPECT_FALSE(std::filesystem::exists(SpecPath("uid-1")));
+
+  RestoreNvidiaSmi();
+  Reopen();  // as after a plugin restart
+  auto retry = state_->Prepare(Claim("uid-1", {"gpu-4"}, TimeSliced("Medium")));
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareCompleted);
+  EXPECT_EQ(GpuSetting("gpu-4"), "Default/Medium");
+  EXPECT_TRUE(std::filesystem::exists(SpecPath("uid-1")));
+}
+
+// A prepare that set the first GPU and failed on the second is undone by the unprepare the
+// cleanup runs once the claim is gone.
+TEST_F(DeviceStateTest, UnprepareOfPartiallyPreparedClaimResetsWhatWasSet) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true");
+  const std::string real = root_path_ + "/usr/bin/nvidia-smi.real";
+  WrapNvidiaSmi("case \"$*\" in *" + Uuid("gpu-6") + "*) echo broken >&2; exit 3;; esac\nexec " +
+                real + " \"$@\"");
+  auto r = state_->Prepare(Claim("uid-1", {"gpu-5", "gpu-6"}, TimeSliced("Long")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(GpuSetting("gpu-5"), "Default/Long");
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareStarted);
+  RestoreNvidiaSmi();
+  Reopen();
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(GpuSetting("gpu-5"), "Default/Default");
+  EXPECT_EQ(StateOf("uid-1"), std::nullopt);
+}
+
+// Records written before time-slicing existed have no timeSliceApplied: with the gate on,
+// unprepare resets their GPUs (the Go driver's rule); with it off, they are left alone.
+TEST_F(DeviceStateTest, LegacyRecordWithoutFlagResetsWhileGateOn) {
+  for (bool gate : {true, false}) {
+    SCOPED_TRACE(gate);
+    Init("h100-8x");
+    if (gate) Configure("TimeSlicingSettings=true");
+    ASSERT_TRUE(state_->Prepare(Claim("uid-old", {"gpu-7"})).ok());
+    ASSERT_TRUE(checkpoint_
+                    ->Update([](checkpoint::ClaimMap& claims) {
+                      for (nlohmann::json& d : claims["uid-old"].prepared_devices) {
+                        d.erase("timeSliceApplied");
+                      }
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    SetGpu("gpu-7", "DEFAULT", 3);
+    ASSERT_TRUE(state_->Unprepare("uid-old").ok());
+    EXPECT_EQ(GpuSetting("gpu-7"), gate ? "Default/Default" : "Default/Long");
+  }
+}
+
+TEST_F(DeviceStateTest, ConsumableSharesAllowEqualConfigsAndResetAfterTheLastClaim) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true,ConsumableShares=true", "memory");
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-3"}, TimeSliced("Long"))).ok());
+  auto second = state_->Prepare(Claim("uid-2", {"gpu-3", "gpu-4"}, TimeSliced("Long")));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(GpuSetting("gpu-3"), "Default/Long");
+
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(GpuSetting("gpu-3"), "Default/Long");  // uid-2 still uses it
+  ASSERT_TRUE(state_->Unprepare("uid-2").ok());
+  EXPECT_EQ(GpuSetting("gpu-3"), "Default/Default");
+  EXPECT_EQ(GpuSetting("gpu-4"), "Default/Default");
+}
+
+TEST_F(DeviceStateTest, ConsumableSharesOverlapNeedsEqualConfigs) {
+  struct Case {
+    std::string name;
+    nlohmann::json first, second;
+    bool ok;
+  };
+  const Case cases[] = {
+      {"both plain", nlohmann::json::array(), nlohmann::json::array(), true},
+      {"explicit empty GpuConfig equals the default", nlohmann::json::array(),
+       GpuConfigEntry(nullptr), true},
+      {"same interval", TimeSliced("Short"), TimeSliced("Short"), true},
+      {"omitted interval normalizes to Default", GpuConfigEntry({{"strategy", "TimeSlicing"}}),
+       TimeSliced("Default"), true},
+      {"other interval", TimeSliced("Short"), TimeSliced("Long"), false},
+      {"plain vs time-sliced", nlohmann::json::array(), TimeSliced("Long"), false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Init("h100-8x");
+    Configure("TimeSlicingSettings=true,ConsumableShares=true", "unlimited");
+    ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-0"}, c.first)).ok());
+    auto r = state_->Prepare(Claim("uid-2", {"gpu-0"}, c.second));
+    if (c.ok) {
+      EXPECT_TRUE(r.ok()) << r.status();
+    } else {
+      ASSERT_FALSE(r.ok());
+      EXPECT_THAT(std::string(r.status().message()),
+                  HasSubstr("requested device gpu-0 has conflicting configuration with already "
+                            "prepared claim uid-1"));
+      EXPECT_FALSE(api::IsPermanentConfigError(r.status()));
+      EXPECT_EQ(StateOf("uid-2"), std::nullopt);
+    }
+  }
+}
+
+TEST_F(DeviceStateTest, WithoutConsumableSharesTimeSlicedGpuIsStillExclusive) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true");
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-0"}, TimeSliced("Long"))).ok());
+  auto r = state_->Prepare(Claim("uid-2", {"gpu-0"}, TimeSliced("Long")));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("requested device gpu-0 is already allocated to different claim uid-1"));
+}
+
+TEST_F(DeviceStateTest, MpsIsRejectedWithConsumableShares) {
+  Init("h100-8x");
+  Configure("MPSSupport=true,ConsumableShares=true", "4");
+  auto r = state_->Prepare(Claim("uid-1", {"gpu-0"}, GpuConfigEntry({{"strategy", "MPS"}})));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(api::IsPermanentConfigError(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("MPS sharing is not supported when consumable shares is enabled"));
+  EXPECT_EQ(StateOf("uid-1"), std::nullopt);
 }
 
 }  // namespace

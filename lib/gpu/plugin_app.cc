@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "lib/api/consumable_shares.h"
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/atomic_file.h"
 #include "lib/common/log.h"
@@ -15,7 +16,9 @@
 #include "lib/gpu/driver.h"
 #include "lib/gpu/health_server.h"
 #include "lib/gpu/inventory.h"
+#include "lib/gpu/nvidia_smi.h"
 #include "lib/gpu/slices.h"
+#include "lib/gpu/time_slicing.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/events.h"
 #include "lib/k8s/objects_core.h"
@@ -45,6 +48,10 @@ absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
 
 absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   if (config.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
+  FeatureGates no_gates;
+  ASSIGN_OR_RETURN(api::ConsumableShares shares,
+                   api::ParseConsumableShares(config.consumable_shares,
+                                              config.gates != nullptr ? *config.gates : no_gates));
   // SIGUSR2 writes every thread's stack to a file, for debugging a stuck plugin.
   InstallStackDumpHandler();
   signals->OnUsr2([] {
@@ -121,8 +128,13 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   }
   if (!cdi_or.ok()) return cdi_or.status();
   std::unique_ptr<ClaimCdi> cdi = std::move(*cdi_or);
+  NvidiaSmi nvidia_smi(root.get(), config.nvidia_smi_timeout);
+  TimeSlicing time_slicing(&nvidia_smi);
   DeviceState state(inventory, cdi.get(), checkpoint.get(),
-                    {.pool_name = config.node_name, .gates = config.gates});
+                    {.pool_name = config.node_name,
+                     .gates = config.gates,
+                     .consumable_shares = shares,
+                     .time_slicing = &time_slicing});
   GpuDriver driver(&state, plugin_dir, &driver_metrics);
   if (auto claims = checkpoint->List(); claims.ok()) state.CountPreparedDevices(*claims);
   driver.RefreshPreparedDevicesGauge();
@@ -130,7 +142,11 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   ASSIGN_OR_RETURN(auto publisher,
                    kubeletplugin::SlicePublisher::Create(
                        client.get(), {.driver = kDriverName, .node_name = config.node_name}));
-  publisher->Update(BuildDriverResources(inventory, config.node_name));
+  publisher->Update(BuildDriverResources(inventory, config.node_name, shares));
+  if (shares.Enabled()) {
+    DRA_INFO("consumable shares enabled: devices allow multiple allocations", "mode",
+             shares.ToString());
+  }
 
   kubeletplugin::PluginServerOptions server_options;
   server_options.driver_name = kDriverName;

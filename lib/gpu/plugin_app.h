@@ -36,6 +36,11 @@ struct PluginConfig {
   int kube_api_burst = 10;
   std::string boot_id_path = "/proc/sys/kernel/random/boot_id";
   absl::Duration cleanup_interval = absl::Minutes(10);
+  // disabled | memory | unlimited | N (api::ParseConsumableShares; not disabled needs the gate
+  // ConsumableShares). Invalid values are a startup error.
+  std::string consumable_shares = "disabled";
+  // Limit for one nvidia-smi run (time-slicing); killed after it.
+  absl::Duration nvidia_smi_timeout = absl::Seconds(30);
   const FeatureGates* gates = nullptr;
 };
 

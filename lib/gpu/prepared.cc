@@ -30,6 +30,7 @@ nlohmann::json PreparedDevicesToJson(const std::vector<PreparedDevice>& devices)
                         {"minor", d.minor},
                         {"pciBusID", d.pci_bus_id}};
     if (d.admin_access) j["adminAccess"] = true;
+    if (d.time_slice_applied) j["timeSliceApplied"] = *d.time_slice_applied;
     if (d.mig) {
       j["mig"] = {{"uuid", d.mig->uuid},
                   {"parentUUID", d.mig->parent_uuid},
@@ -65,6 +66,7 @@ absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromJson(const nlohma
       d.minor = e.at("minor").get<unsigned int>();
       d.pci_bus_id = e.value("pciBusID", "");
       d.admin_access = e.value("adminAccess", false);
+      if (e.contains("timeSliceApplied")) d.time_slice_applied = e["timeSliceApplied"].get<bool>();
       if (e.contains("mig")) {
         const nlohmann::json& m = e["mig"];
         d.mig = MigInfo{.uuid = m.at("uuid"),

@@ -25,6 +25,11 @@ struct PreparedDevice {
   std::string pci_bus_id;  // the GPU's (the parent's for MIG)
   std::optional<MigInfo> mig;
   bool admin_access = false;
+  // Full GPUs only: whether prepare set (or, while the claim is PrepareStarted, may have set) a
+  // time-slice on this GPU that unprepare must reset. Absent in records of plugins that did not
+  // know time-slicing (JSON "timeSliceApplied" omitted); unprepare then resets while the gate
+  // TimeSlicingSettings is on, as the Go driver does for a group without the field.
+  std::optional<bool> time_slice_applied;
 
   friend bool operator==(const PreparedDevice&, const PreparedDevice&) = default;
 };

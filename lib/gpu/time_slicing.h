@@ -1,0 +1,42 @@
+#pragma once
+
+// GPU time-slicing (spec gpu-driver.md 5.10, gate TimeSlicingSettings): a full GPU shared by the
+// containers of a claim (or, with consumable shares, of several claims) gets compute mode DEFAULT
+// (any number of processes) and the claim's time-slice interval, set through the driver root's
+// nvidia-smi:
+//
+//   nvidia-smi -i <uuid> -c DEFAULT
+//   nvidia-smi compute-policy -i <uuid> --set-timeslice <0 Default | 1 Short | 2 Medium | 3 Long>
+//
+// Reset is the same with interval Default. MIG devices have no time-slice setting (the caller
+// passes full GPUs only). Both operations are idempotent; a failure stops at the failed command
+// and leaves the GPUs before it changed (the caller records the claim as PrepareStarted first, so
+// that the rollback resets them).
+//
+// Thread-safety: const methods, callable from any thread (the device state serializes them).
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "lib/api/types.h"
+#include "lib/gpu/nvidia_smi.h"
+
+namespace dra::gpu {
+
+class TimeSlicing {
+ public:
+  // `smi` must outlive this object.
+  explicit TimeSlicing(const NvidiaSmi* smi) : smi_(smi) {}
+
+  // For each GPU in order: compute mode DEFAULT, then the interval.
+  absl::Status Apply(const std::vector<std::string>& gpu_uuids,
+                     api::TimeSliceInterval interval) const;
+  // Apply(gpu_uuids, kDefault).
+  absl::Status Reset(const std::vector<std::string>& gpu_uuids) const;
+
+ private:
+  const NvidiaSmi* const smi_;
+};
+
+}  // namespace dra::gpu
