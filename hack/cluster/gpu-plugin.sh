@@ -6,8 +6,16 @@
 # GPUs are a mock driver root per node (test/doubles/make-driver-root.sh).
 #
 #   gpu-plugin.sh up [--profile P | --profile NODE=P ...] [--nodes N | --nodes "NODE ..."]
+#                    [--feature-gates GATES] [--arg ARG ...]
 #                               plugin running, registered and published on each node; applies the
-#                               DeviceClasses. Idempotent: a current plugin is left alone.
+#                               DeviceClasses. Idempotent: a current plugin is left alone; one
+#                               started with other gates or arguments is restarted.
+#                               --feature-gates: the plugin's --feature-gates (default
+#                               $DRA_GPU_PLUGIN_FEATURE_GATES, else none), e.g.
+#                               TimeSlicingSettings=true; --arg: one more plugin argument, e.g.
+#                               --arg --consumable-shares=memory (default: the words of
+#                               $DRA_GPU_PLUGIN_ARGS). Both are kept per node for start/restart.
+#   gpu-plugin.sh args NODE     the extra arguments the node's plugin runs with, one per line
 #   gpu-plugin.sh down [--nodes ...]     SIGTERM (sockets removed), slices and driver root deleted
 #   gpu-plugin.sh stop [--kill] NODE     SIGTERM (SIGKILL with --kill, sockets stay); keeps the
 #                               profile, mock state, checkpoint and slices, like a plugin pod restart
@@ -30,6 +38,8 @@ plugin_name() { echo "$1/gpu-kubelet-plugin"; }
 plugin_log() { echo "$LOG_DIR/$1/gpu-kubelet-plugin.log"; }
 plugin_port() { echo $((GPU_PLUGIN_PORT + 100 * ($(node_index "$1") - 1))); }
 profile_file() { echo "$RUN_DIR/$1/gpu-plugin.profile"; }
+# Extra plugin arguments (feature gates, --consumable-shares, ...), one per line.
+args_file() { echo "$RUN_DIR/$1/gpu-plugin.args"; }
 # On the host, and at the same path inside the node's namespace (which sees the host's /var/lib).
 driver_root() { echo "$NODE_STATE_ROOT/$1/driver-root"; }
 # The node's kubelet folders seen from the host (node_binds).
@@ -46,6 +56,11 @@ cmd_gpu_kubelet_plugin() {
     --kubelet-registrar-directory-path=/var/lib/kubelet/plugins_registry --cdi-root=/var/run/cdi
     --nvidia-driver-root="$root" --container-driver-root="$root" --proc-root="$root/proc"
     --http-endpoint="127.0.0.1:$(plugin_port "$n")" --v="${DRA_GPU_PLUGIN_VERBOSITY:-2}")
+  local extra
+  if [[ -s $(args_file "$n") ]]; then
+    mapfile -t extra <"$(args_file "$n")"
+    CMD+=("${extra[@]}")
+  fi
 }
 
 # Nodes whose kubelet runs now, in index order.
@@ -157,6 +172,8 @@ cmd_up() {
   lock
   for n in $(select_nodes "$1"); do
     profile=$(profile_for "$n")
+    mkdir -p "$RUN_DIR/$n"
+    if ((${#EXTRA_ARGS[@]})); then printf '%s\n' "${EXTRA_ARGS[@]}"; fi >"$(args_file "$n")"
     why=$(plugin_drift "$n" "$profile")
     if [[ -z $why ]]; then
       progress "$n: gpu-kubelet-plugin already running (pid $(component_pid "$(plugin_name "$n")"), profile $profile)"
@@ -191,7 +208,7 @@ cmd_down() {
     # What the kubelet does 30 s after a driver is gone, at once, so nothing allocates from it.
     "${KUBECTL[@]}" delete resourceslices --field-selector "spec.nodeName=$n,spec.driver=$DRIVER" \
       >/dev/null 2>&1 || true
-    rm -rf "$(driver_root "$n")" "$(profile_file "$n")"
+    rm -rf "$(driver_root "$n")" "$(profile_file "$n")" "$(args_file "$n")"
   done
   if ((any)); then progress "GPU plugins down"; else progress "no GPU plugins to stop"; fi
 }
@@ -232,26 +249,33 @@ cmd_status() {
 }
 
 main() {
-  local cmd=${1:-} nodes=""
+  local cmd=${1:-} nodes="" gates=${DRA_GPU_PLUGIN_FEATURE_GATES:-} args_given=0
   shift || true
   PROFILES=()
+  EXTRA_ARGS=()
   case $cmd in
     stop) cmd_stop "$@"; return ;;
     start) cmd_start "$@"; return ;;
     restart) (cmd_stop "$@") && cmd_start "${@: -1}"; return ;;
     status) cmd_status; return ;;
+    args) cat "$(args_file "${1:?usage: $0 args NODE}")" 2>/dev/null || true; return ;;
   esac
   while (($#)); do
     case $1 in
       --nodes) nodes=${2:?--nodes needs a value}; shift 2 ;;
       --profile) PROFILES+=("${2:?--profile needs a value}"); shift 2 ;;
-      *) die "usage: $0 up [--profile P|NODE=P]... [--nodes N|NODES] | down [--nodes NODES] | stop|start|restart [--kill] NODE | status" ;;
+      --feature-gates) gates=${2?--feature-gates needs a value}; shift 2 ;;
+      --arg) EXTRA_ARGS+=("${2:?--arg needs a value}"); args_given=1; shift 2 ;;
+      *) die "usage: $0 up [--profile P|NODE=P]... [--nodes N|NODES] [--feature-gates G] [--arg A]... | down [--nodes NODES] | stop|start|restart [--kill] NODE | args NODE | status" ;;
     esac
   done
+  # shellcheck disable=SC2206 # word splitting of $DRA_GPU_PLUGIN_ARGS is the interface
+  ((args_given)) || EXTRA_ARGS=(${DRA_GPU_PLUGIN_ARGS:-})
+  [[ -z $gates ]] || EXTRA_ARGS=(--feature-gates="$gates" "${EXTRA_ARGS[@]}")
   case $cmd in
     up) cmd_up "$nodes" ;;
     down) cmd_down "$nodes" ;;
-    *) die "usage: $0 up|down|stop|start|restart|status (see the header of $0)" ;;
+    *) die "usage: $0 up|down|stop|start|restart|args|status (see the header of $0)" ;;
   esac
 }
 

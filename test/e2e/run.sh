@@ -15,8 +15,10 @@ source "$ROOT/hack/cluster/lib.sh"
 (($# > 0)) || set -- "$ROOT"/test/e2e/*.bats
 
 # The GPU scenarios need the kubelet plugin on the nodes: node 1 with eight mock H100s, node 2
-# with MIG-partitioned A100s. A no-op in a second when they already run with these profiles.
-"$ROOT/hack/cluster/gpu-plugin.sh" up --profile h100-8x --profile "${NODE_PREFIX:-dra-node}-2=a100-mig-4x" ||
+# with MIG-partitioned A100s, time-slicing enabled (gpu_sharing.bats). A no-op in a second when
+# they already run with these profiles and gates.
+"$ROOT/hack/cluster/gpu-plugin.sh" up --profile h100-8x --profile "${NODE_PREFIX:-dra-node}-2=a100-mig-4x" \
+  --feature-gates "${DRA_GPU_PLUGIN_FEATURE_GATES:-TimeSlicingSettings=true}" ||
   die "e2e: the GPU plugins did not start (hack/cluster/gpu-plugin.sh up)"
 
 out=$(mktemp)
