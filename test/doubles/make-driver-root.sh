@@ -5,6 +5,7 @@
 #                                                                      the profile appended
 #   <dir>/usr/lib/<arch>-linux-gnu/libnvidia-ml.so.1 -> libnvidia-ml.so.<driver version>
 #   <dir>/usr/bin/nvidia-smi                                           the fake nvidia-smi
+#   <dir>/usr/bin/nvidia-cuda-mps-control                              the fake MPS control
 #   <dir>/var/lib/mock-nvml/profile.json                               the node profile
 #   <dir>/var/lib/mock-nvml/state.json, state.lock                     mutable state (by the mock)
 #   <dir>/dev/nvidiactl, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia<minor>...
@@ -18,12 +19,16 @@
 # Device nodes are character devices with the driver's numbers when run as root (195 for
 # nvidia*, the mock's /proc/devices majors for nvidia-uvm and nvidia-caps), else empty files.
 #
-# Usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--reset-state] <profile> <dir>
+# Usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--reset-state]
+#                            <profile> <dir>
 #   <profile>      a profile file, or a name under test/doubles/profiles/ (e.g. h100-8x)
 #   --lib PATH     the built mock library (default: $MOCK_NVML_LIBRARY, else
 #                  build/default/test/doubles/mock-nvml/libnvidia-ml.so.1 in this checkout)
 #   --smi PATH     the built fake nvidia-smi (default: $MOCK_NVIDIA_SMI, else
 #                  build/default/test/doubles/nvidia-smi/nvidia-smi)
+#   --mps-control PATH  the built fake nvidia-cuda-mps-control (default: $MOCK_MPS_CONTROL, else
+#                  build/default/test/doubles/mps-control/nvidia-cuda-mps-control; a missing
+#                  default is skipped with a warning, a missing explicit path is an error)
 #   --reset-state  forget MIG instances and settings changed since the profile was installed
 #
 # Idempotent: running it again leaves the same tree. state.json is kept unless --reset-state is
@@ -34,6 +39,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 lib=${MOCK_NVML_LIBRARY:-$repo/build/default/test/doubles/mock-nvml/libnvidia-ml.so.1}
 smi=${MOCK_NVIDIA_SMI:-$repo/build/default/test/doubles/nvidia-smi/nvidia-smi}
+mps_control=${MOCK_MPS_CONTROL:-}
+mps_control_default=$repo/build/default/test/doubles/mps-control/nvidia-cuda-mps-control
 reset_state=0
 
 die() {
@@ -46,13 +53,14 @@ while (($#)); do
   case $1 in
     --lib) lib=${2:?--lib needs a path}; shift 2 ;;
     --smi) smi=${2:?--smi needs a path}; shift 2 ;;
+    --mps-control) mps_control=${2:?--mps-control needs a path}; shift 2 ;;
     --reset-state) reset_state=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) args+=("$1"); shift ;;
   esac
 done
-((${#args[@]} == 2)) || die "usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--reset-state] <profile> <dir>"
+((${#args[@]} == 2)) || die "usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--reset-state] <profile> <dir>"
 
 profile=${args[0]}
 if [[ ! -f $profile ]]; then
@@ -61,6 +69,13 @@ fi
 [[ -f $profile ]] || die "no profile ${args[0]} (looked in $here/profiles/)"
 [[ -f $lib ]] || die "no mock library at $lib (build the mock_nvml target, or pass --lib)"
 [[ -f $smi ]] || die "no fake nvidia-smi at $smi (build the nvidia_smi target, or pass --smi)"
+if [[ -n $mps_control ]]; then
+  [[ -f $mps_control ]] || die "no fake nvidia-cuda-mps-control at $mps_control (build the nvidia_cuda_mps_control target)"
+elif [[ -f $mps_control_default ]]; then
+  mps_control=$mps_control_default
+else
+  echo "make-driver-root: warning: no fake nvidia-cuda-mps-control at $mps_control_default (build the nvidia_cuda_mps_control target); MPS sharing will not work in this root" >&2
+fi
 
 mkdir -p "${args[1]}"
 root=$(cd "${args[1]}" && pwd)
@@ -103,6 +118,9 @@ for old in "$libdir"/libnvidia-ml.so.*.*; do  # a library of another driver vers
 done
 ln -sfn "libnvidia-ml.so.$version" "$libdir/libnvidia-ml.so.1"
 install_file "$smi" "$root/usr/bin/nvidia-smi" 0755
+if [[ -n $mps_control ]]; then
+  install_file "$mps_control" "$root/usr/bin/nvidia-cuda-mps-control" 0755
+fi
 
 if ! cmp -s "$profile" "$root/var/lib/mock-nvml/profile.json"; then
   cp "$profile" "$root/var/lib/mock-nvml/profile.json.tmp.$$"

@@ -16,6 +16,7 @@ namespace dra::testing {
 std::string MakeDriverRootScript() { return DRA_MAKE_DRIVER_ROOT_SCRIPT; }
 std::string MockNvmlLibraryPath() { return DRA_MOCK_NVML_LIBRARY; }
 std::string FakeNvidiaSmiPath() { return DRA_FAKE_NVIDIA_SMI; }
+std::string FakeMpsControlPath() { return DRA_FAKE_MPS_CONTROL; }
 std::string ProfilePath(std::string_view profile) {
   return absl::StrCat(DRA_DOUBLES_SOURCE_DIR, "/profiles/",
                       absl::string_view(profile.data(), profile.size()), ".json");
@@ -91,8 +92,9 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
 
 absl::Status MakeMockDriverRoot(std::string_view profile, const std::string& dir,
                                 bool reset_state) {
-  std::vector<std::string> argv = {MakeDriverRootScript(), "--lib", MockNvmlLibraryPath(), "--smi",
-                                   FakeNvidiaSmiPath()};
+  std::vector<std::string> argv = {
+      MakeDriverRootScript(), "--lib",         MockNvmlLibraryPath(), "--smi",
+      FakeNvidiaSmiPath(),    "--mps-control", FakeMpsControlPath()};
   if (reset_state) argv.push_back("--reset-state");
   argv.push_back(std::string(profile));
   argv.push_back(dir);

@@ -1,10 +1,11 @@
 #pragma once
 
 // Test helpers for code that runs against the mock NVML: build a mock driver root for a node
-// profile (test/doubles/make-driver-root.sh with this build's mock library and fake nvidia-smi),
-// in a temporary directory that cleans itself up, and run programs capturing their output.
+// profile (test/doubles/make-driver-root.sh with this build's mock library, fake nvidia-smi and
+// fake nvidia-cuda-mps-control), in a temporary directory that cleans itself up, and run programs
+// capturing their output.
 //
-// Link dra_mock_driver_root; it makes the build produce the mock library and nvidia-smi first.
+// Link dra_mock_driver_root; it makes the build produce the mock library and the fakes first.
 
 #include <map>
 #include <string>
@@ -19,6 +20,7 @@ namespace dra::testing {
 std::string MakeDriverRootScript();                 // <source>/test/doubles/make-driver-root.sh
 std::string MockNvmlLibraryPath();                  // the built libnvidia-ml.so.1
 std::string FakeNvidiaSmiPath();                    // the built nvidia-smi
+std::string FakeMpsControlPath();                   // the built nvidia-cuda-mps-control
 std::string ProfilePath(std::string_view profile);  // <source>/test/doubles/profiles/<name>.json
 
 // A fresh directory under $TEST_TMPDIR or /tmp, removed (recursively) on destruction.

@@ -1,0 +1,139 @@
+#include "lib/gpu/mps_daemon_template.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "yaml-cpp/yaml.h"
+
+namespace dra::gpu {
+namespace {
+
+std::string JsonString(absl::string_view s) { return nlohmann::json(std::string(s)).dump(); }
+
+// "" -> null, so that the key is left out.
+std::string OptionalJsonString(absl::string_view s) { return s.empty() ? "null" : JsonString(s); }
+
+std::optional<int64_t> ParseInteger(const std::string& s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (i == s.size()) return std::nullopt;
+  for (size_t j = i; j < s.size(); ++j) {
+    if (s[j] < '0' || s[j] > '9') return std::nullopt;
+  }
+  return std::strtoll(s.c_str(), nullptr, 10);
+}
+
+nlohmann::json Convert(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      if (node.Tag() != "?") return s;  // quoted (tag "!") or explicitly tagged: a string
+      if (s == "true") return true;
+      if (s == "false") return false;
+      if (s == "null" || s == "~") return nullptr;
+      if (std::optional<int64_t> n = ParseInteger(s)) return *n;
+      return s;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const YAML::Node& item : node) out.push_back(Convert(item));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& kv : node) {
+        nlohmann::json value = Convert(kv.second);
+        if (!value.is_null()) out[kv.first.Scalar()] = std::move(value);
+      }
+      return out;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SubstitutePlaceholders(
+    absl::string_view text, const std::map<std::string, std::string>& values) {
+  std::string out;
+  out.reserve(text.size() + 1024);
+  size_t pos = 0;
+  while (true) {
+    const size_t open = text.find("{{", pos);
+    if (open == absl::string_view::npos) break;
+    const size_t close = text.find("}}", open + 2);
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("template: unterminated placeholder at byte ", open));
+    }
+    const std::string key(text.substr(open + 2, close - open - 2));
+    auto it = values.find(key);
+    if (it == values.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("template: no value for {{", key, "}}"));
+    }
+    absl::StrAppend(&out, text.substr(pos, open - pos), it->second);
+    pos = close + 2;
+  }
+  absl::StrAppend(&out, text.substr(pos));
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml) {
+  try {
+    return Convert(YAML::Load(std::string(yaml)));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("parse YAML: ", e.what()));
+  }
+}
+
+absl::StatusOr<nlohmann::json> RenderMpsDeployment(const MpsDeploymentParams& p) {
+  std::vector<std::string> limits;
+  for (const auto& [uuid, mib] : p.pinned_limits_mib) {
+    limits.push_back(absl::StrCat(uuid, "=", mib, "M"));
+  }
+  nlohmann::json secrets = nullptr;
+  if (!p.image_pull_secrets.empty()) {
+    secrets = nlohmann::json::array();
+    for (const std::string& s : p.image_pull_secrets) secrets.push_back({{"name", s}});
+  }
+  const std::map<std::string, std::string> values = {
+      {"NAME", JsonString(p.name)},
+      {"NAMESPACE", JsonString(p.ns)},
+      {"ID", JsonString(p.id)},
+      {"CLAIM_UID", JsonString(p.claim_uid)},
+      {"NODE_NAME", JsonString(p.node_name)},
+      {"SERVICE_ACCOUNT", OptionalJsonString(p.service_account)},
+      {"IMAGE_PULL_SECRETS", secrets.dump()},
+      {"IMAGE", JsonString(p.image)},
+      {"IMAGE_PULL_POLICY", OptionalJsonString(p.image_pull_policy)},
+      {"CUDA_VISIBLE_DEVICES", JsonString(absl::StrJoin(p.visible_devices, ","))},
+      {"FEATURE_GATES", JsonString(p.feature_gates)},
+      {"DAEMON_ARGS", JsonString(p.multi_user ? "-M" : "")},
+      {"ACTIVE_THREAD_PERCENTAGE",
+       JsonString(p.active_thread_percentage ? absl::StrCat(*p.active_thread_percentage) : "")},
+      {"PINNED_DEVICE_MEM_LIMITS", JsonString(absl::StrJoin(limits, " "))},
+      {"SHM_MOUNT_PATH", JsonString(p.shm_under_driver_root ? "/driver-root/dev/shm" : "/dev/shm")},
+      {"HOST_DRIVER_ROOT", JsonString(p.host_driver_root)},
+      {"SHM_DIR", JsonString(p.shm_dir)},
+      {"PIPE_DIR", JsonString(p.pipe_dir)},
+      {"LOG_DIR", JsonString(p.log_dir)},
+  };
+  absl::StatusOr<std::string> text = SubstitutePlaceholders(MpsDeploymentTemplate(), values);
+  if (!text.ok()) return absl::InternalError(text.status().message());
+  absl::StatusOr<nlohmann::json> object = YamlToJson(*text);
+  if (!object.ok()) {
+    return absl::InternalError(
+        absl::StrCat("MPS Deployment template: ", object.status().message()));
+  }
+  if (!object->is_object() || object->value("kind", "") != "Deployment") {
+    return absl::InternalError("MPS Deployment template: not a Deployment");
+  }
+  return object;
+}
+
+}  // namespace dra::gpu
