@@ -1,27 +1,32 @@
 #include "lib/k8s/http.h"
 
-#include <curl/curl.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <sys/stat.h>
 
-#include <mutex>
+#include <algorithm>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "lib/common/atomic_file.h"
 #include "lib/common/status.h"
+#include "lib/k8s/http_parse.h"
 
 namespace dra::k8s {
 namespace {
 
-constexpr size_t kMaxIdleHandles = 8;
+// Idle keep-alive connections kept per transport, and how long one may sit idle: the API server
+// and load balancers in front of it drop idle connections after a while.
+constexpr size_t kMaxIdleConnections = 8;
+constexpr absl::Duration kMaxIdleTime = absl::Seconds(90);
+constexpr absl::Duration kConnectTimeout = absl::Seconds(10);
+// How often a stream with nothing arriving checks whether its caller stopped it.
+constexpr absl::Duration kStopPollInterval = absl::Seconds(1);
 
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+bool Idempotent(absl::string_view method) {
+  return method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE" ||
+         method == "OPTIONS";
 }
 
 // Reads the client certificate's notAfter; returns a hint when it is already past.
@@ -44,96 +49,68 @@ std::string ExpiryHint(const std::string& cert_pem) {
   return hint;
 }
 
-struct Sink {
-  HttpResponse* response;
-  const std::function<bool(absl::string_view)>* on_data = nullptr;  // streaming only
-  const std::function<bool()>* stopped = nullptr;
-  bool aborted_by_caller = false;
-};
-
-size_t OnHeader(char* buffer, size_t size, size_t n, void* user) {
-  auto* sink = static_cast<Sink*>(user);
-  absl::string_view line(buffer, size * n);
-  auto colon = line.find(':');
-  if (colon != absl::string_view::npos) {
-    std::string name = absl::AsciiStrToLower(line.substr(0, colon));
-    std::string value(absl::StripAsciiWhitespace(line.substr(colon + 1)));
-    if (name == "content-type") sink->response->content_type = value;
-    if (name == "retry-after") sink->response->retry_after = value;
-  }
-  return size * n;
-}
-
-size_t OnBody(char* data, size_t size, size_t n, void* user) {
-  auto* sink = static_cast<Sink*>(user);
-  absl::string_view chunk(data, size * n);
-  if (sink->on_data == nullptr || sink->response->code < 200 || sink->response->code >= 300) {
-    sink->response->body.append(chunk.data(), chunk.size());
-    return chunk.size();
-  }
-  if ((sink->stopped && (*sink->stopped)()) || !(*sink->on_data)(chunk)) {
-    sink->aborted_by_caller = true;
-    return 0;  // makes curl stop with CURLE_WRITE_ERROR
-  }
-  return chunk.size();
-}
-
-int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* sink = static_cast<Sink*>(user);
-  if (sink->stopped && (*sink->stopped)()) {
-    sink->aborted_by_caller = true;
-    return 1;
-  }
-  return 0;
-}
-
 }  // namespace
 
-struct HttpTransport::Handle {
-  CURL* curl = nullptr;
-  curl_slist* headers = nullptr;
-  char error[CURL_ERROR_SIZE] = {};
-  ~Handle() {
-    if (headers) curl_slist_free_all(headers);
-    if (curl) curl_easy_cleanup(curl);
-  }
-};
-
 HttpTransport::HttpTransport(RestConfig config) : config_(std::move(config)) {}
+
 HttpTransport::~HttpTransport() = default;
 
 absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(RestConfig config) {
-  GlobalInit();
   if (!config.bearer_token_file.empty()) {
     auto t = ReadFile(config.bearer_token_file);
     if (!t.ok()) return Annotate(t.status(), "read bearer token file");
   }
+  std::string source = config.source.empty() ? config.server : config.source;
+  auto endpoint = ParseServerUrl(config.server);
+  if (!endpoint.ok()) return Annotate(endpoint.status(), source);
   auto transport = std::unique_ptr<HttpTransport>(new HttpTransport(std::move(config)));
+  transport->endpoint_ = std::move(*endpoint);
+  if (transport->endpoint_.tls) {
+    const RestConfig& c = transport->config_;
+    auto tls = TlsContext::Create({.ca_pem = c.ca_pem,
+                                   .insecure_skip_verify = c.insecure_skip_tls_verify,
+                                   .client_cert_pem = c.client_cert_pem,
+                                   .client_key_pem = c.client_key_pem,
+                                   .server_name = c.tls_server_name});
+    if (!tls.ok()) return Annotate(tls.status(), source);
+    transport->tls_ = std::move(*tls);
+  }
   transport->credential_hint_ = ExpiryHint(transport->config_.client_cert_pem);
   return transport;
 }
 
-std::unique_ptr<HttpTransport::Handle> HttpTransport::Borrow() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!idle_.empty()) {
-      auto h = std::move(idle_.back());
-      idle_.pop_back();
-      return h;
+absl::StatusOr<std::unique_ptr<Connection>> HttpTransport::Borrow(absl::Time deadline,
+                                                                  bool* reused) {
+  *reused = false;
+  for (;;) {
+    std::unique_ptr<Connection> candidate;
+    std::vector<std::unique_ptr<Connection>> expired;  // closed outside the lock
+    {
+      absl::MutexLock lock(&mu_);
+      absl::Time now = absl::Now();
+      while (!idle_.empty() && candidate == nullptr) {
+        std::unique_ptr<Connection> c = std::move(idle_.back());
+        idle_.pop_back();
+        if (now - c->idle_since > kMaxIdleTime) {
+          expired.push_back(std::move(c));
+        } else {
+          candidate = std::move(c);
+        }
+      }
+    }
+    if (candidate == nullptr) break;
+    if (!candidate->ClosedWhileIdle()) {
+      *reused = true;
+      return candidate;
     }
   }
-  auto h = std::make_unique<Handle>();
-  h->curl = curl_easy_init();
-  return h;
+  return Connection::Open(endpoint_, tls_.get(), std::min(deadline, absl::Now() + kConnectTimeout));
 }
 
-void HttpTransport::Return(std::unique_ptr<Handle> handle) {
-  if (handle->headers) {
-    curl_slist_free_all(handle->headers);
-    handle->headers = nullptr;
-  }
+void HttpTransport::Return(std::unique_ptr<Connection> conn) {
+  conn->idle_since = absl::Now();
   absl::MutexLock lock(&mu_);
-  if (idle_.size() < kMaxIdleHandles) idle_.push_back(std::move(handle));
+  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
 }
 
 std::string HttpTransport::BearerToken() {
@@ -158,128 +135,125 @@ std::string HttpTransport::BearerToken() {
   return token_;
 }
 
-absl::Status HttpTransport::Configure(Handle& h, const HttpRequest& request) {
-  CURL* c = h.curl;
-  curl_easy_reset(c);
-  h.error[0] = '\0';
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h.error);
-  std::string url = config_.server + request.path_and_query;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-  if (request.method == "GET") curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+std::string HttpTransport::RequestHead(const HttpRequest& request) {
+  std::string head = absl::StrCat(request.method, " ", endpoint_.base_path, request.path_and_query,
+                                  " HTTP/1.1\r\nHost: ", endpoint_.authority,
+                                  "\r\nUser-Agent: dra-driver-nvidia-gpu/cpp\r\n"
+                                  "Accept: application/json\r\n");
+  if (!request.content_type.empty()) {
+    absl::StrAppend(&head, "Content-Type: ", request.content_type, "\r\n");
+  }
   if (!request.body.empty() || request.method == "POST" || request.method == "PUT" ||
       request.method == "PATCH") {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.data());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-  }
-  if (!config_.ca_pem.empty()) {
-    curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
-  }
-  if (config_.insecure_skip_tls_verify) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (!config_.client_cert_pem.empty()) {
-    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
-                   config_.client_cert_pem.size(), CURL_BLOB_COPY};
-    curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
-                  CURL_BLOB_COPY};
-    curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-    curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
-  }
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
-  headers = curl_slist_append(headers, "User-Agent: dra-driver-nvidia-gpu/cpp");
-  headers = curl_slist_append(headers, "Expect:");
-  if (!request.content_type.empty()) {
-    headers = curl_slist_append(headers, ("Content-Type: " + request.content_type).c_str());
+    absl::StrAppend(&head, "Content-Length: ", request.body.size(), "\r\n");
   }
   std::string token = BearerToken();
-  if (!token.empty()) {
-    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  if (!token.empty()) absl::StrAppend(&head, "Authorization: Bearer ", token, "\r\n");
+  head += "\r\n";
+  return head;
+}
+
+absl::StatusOr<HttpResponse> HttpTransport::Exchange(
+    const HttpRequest& request, const std::function<bool(absl::string_view)>* on_data,
+    const std::function<bool()>* stopped) {
+  auto fail = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(request.method, " ", config_.server,
+                                               request.path_and_query, ": ", s.message()));
+  };
+  for (char c : request.path_and_query) {
+    if (c == '\r' || c == '\n' || c == ' ') {
+      return fail(absl::InvalidArgumentError("request path has a space or line end"));
+    }
   }
-  h.headers = headers;
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  return absl::OkStatus();
+  if (request.path_and_query.empty() || request.path_and_query[0] != '/') {
+    return fail(absl::InvalidArgumentError("request path must start with \"/\""));
+  }
+  const bool streaming = on_data != nullptr;
+  const absl::Time deadline = request.timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + request.timeout;
+  const std::string wire = RequestHead(request) + request.body;
+  char buf[16 * 1024];
+
+  for (int attempt = 0;; ++attempt) {
+    bool reused = false;
+    auto borrowed = Borrow(deadline, &reused);
+    if (!borrowed.ok()) return fail(borrowed.status());
+    std::unique_ptr<Connection> conn = std::move(*borrowed);
+    // A kept-alive connection can be closed by the server at any moment; when that is what
+    // happened, a retry on a fresh connection is safe if the request is idempotent or did not
+    // leave at all.
+    bool sent = false;
+    absl::Status result = conn->WriteAll(wire, deadline, &sent);
+    const bool may_retry = reused && attempt == 0 && (Idempotent(request.method) || !sent);
+    if (!result.ok()) {
+      if (may_retry && result.code() != absl::StatusCode::kDeadlineExceeded) continue;
+      return fail(result);
+    }
+
+    HttpResponse response;
+    ResponseParser parser(request.method == "HEAD");
+    bool stop = false;
+    auto sink = [&](absl::string_view chunk) -> bool {
+      int code = parser.head().code;
+      if (!streaming || code < 200 || code >= 300) {
+        response.body.append(chunk.data(), chunk.size());
+        return true;
+      }
+      if ((*stopped)() || !(*on_data)(chunk)) {
+        stop = true;
+        return false;
+      }
+      return true;
+    };
+    bool eof = false;
+    while (result.ok() && !parser.done() && !parser.aborted()) {
+      absl::Time wait_until =
+          streaming ? std::min(deadline, absl::Now() + kStopPollInterval) : deadline;
+      size_t n = 0;
+      auto r = conn->Read(buf, sizeof(buf), wait_until, &n);
+      if (!r.ok()) {
+        result = r.status();
+      } else if (*r == Connection::ReadResult::kTimeout) {
+        if (absl::Now() >= deadline) {
+          result = absl::DeadlineExceededError(absl::StrCat(
+              "timed out after ", absl::FormatDuration(request.timeout),
+              parser.started() ? " reading the response" : " waiting for the response"));
+        } else if (streaming && (*stopped)()) {
+          stop = true;
+          break;
+        }
+      } else if (*r == Connection::ReadResult::kEof) {
+        eof = true;
+        result = parser.Finish();
+      } else {
+        result = parser.Feed(absl::string_view(buf, n), sink);
+      }
+    }
+    if (!result.ok()) {
+      if (!parser.started() && may_retry && result.code() != absl::StatusCode::kDeadlineExceeded) {
+        continue;
+      }
+      return fail(result);
+    }
+    response.code = parser.head().code;
+    response.content_type = parser.head().Header("content-type");
+    response.retry_after = parser.head().Header("retry-after");
+    // A stream stopped half-way leaves the connection mid-response: it is closed, not pooled.
+    if (!stop && !eof && parser.reusable()) Return(std::move(conn));
+    return response;
+  }
 }
-
-namespace {
-
-absl::Status TransportError(CURLcode rc, const char* detail, const std::string& server,
-                            const HttpRequest& request) {
-  std::string what = absl::StrCat(request.method, " ", server, request.path_and_query, ": ",
-                                  *detail ? detail : curl_easy_strerror(rc));
-  if (rc == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
-  return absl::UnavailableError(what);
-}
-
-}  // namespace
 
 absl::StatusOr<HttpResponse> HttpTransport::Do(const HttpRequest& request) {
-  auto h = Borrow();
-  RETURN_IF_ERROR(Configure(*h, request));
-  HttpResponse response;
-  Sink sink{&response};
-  curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(request.timeout)));
-  curl_easy_setopt(h->curl, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, &sink);
-  curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &sink);
-  CURLcode rc = curl_easy_perform(h->curl);
-  if (rc != CURLE_OK) {
-    absl::Status s = TransportError(rc, h->error, config_.server, request);
-    Return(std::move(h));
-    return s;
-  }
-  curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &response.code);
-  Return(std::move(h));
-  return response;
+  return Exchange(request, nullptr, nullptr);
 }
 
 absl::StatusOr<HttpResponse> HttpTransport::Stream(
     const HttpRequest& request, const std::function<bool(absl::string_view)>& on_data,
     const std::function<bool()>& stopped) {
-  auto h = Borrow();
-  RETURN_IF_ERROR(Configure(*h, request));
-  HttpResponse response;
-  Sink sink{&response, &on_data, &stopped};
-  // The status line arrives before the body, so the code is known by the first body chunk.
-  curl_easy_setopt(
-      h->curl, CURLOPT_HEADERFUNCTION, +[](char* b, size_t s, size_t n, void* u) -> size_t {
-        auto* sk = static_cast<Sink*>(u);
-        absl::string_view line(b, s * n);
-        if (absl::StartsWith(line, "HTTP/")) {
-          auto sp = line.find(' ');
-          if (sp != absl::string_view::npos) {
-            sk->response->code = std::strtol(line.data() + sp + 1, nullptr, 10);
-          }
-        }
-        return OnHeader(b, s, n, u);
-      });
-  curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, &sink);
-  curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(h->curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(h->curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
-  curl_easy_setopt(h->curl, CURLOPT_XFERINFODATA, &sink);
-  CURLcode rc = curl_easy_perform(h->curl);
-  if (rc != CURLE_OK && !sink.aborted_by_caller) {
-    absl::Status s = TransportError(rc, h->error, config_.server, request);
-    // A stream cut mid-way leaves the connection unusable; do not pool the handle.
-    return s;
-  }
-  long code = 0;
-  curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &code);
-  if (code != 0) response.code = code;
-  if (!sink.aborted_by_caller) Return(std::move(h));
-  return response;
+  static const std::function<bool()> kNever = [] { return false; };
+  return Exchange(request, &on_data, stopped ? &stopped : &kNever);
 }
 
 }  // namespace dra::k8s

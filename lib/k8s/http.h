@@ -1,10 +1,15 @@
 #pragma once
 
-// HTTPS transport to the API server over libcurl. Knows TLS and authentication, nothing about
-// Kubernetes objects.
+// HTTP/1.1 transport to the API server, over TLS (OpenSSL) or plain TCP (http:// servers, used by
+// unit tests). Knows TLS and authentication, nothing about Kubernetes objects. Our own small
+// client instead of libcurl: the kubelet plugin's memory budget could not afford the ~30 shared
+// libraries Debian's libcurl maps (docs/design-notes.md).
 //
 // Thread-safety: Do() and Stream() may be called concurrently from any thread; each call borrows
-// a curl handle from a small pool so that connections are reused across calls.
+// a keep-alive connection from a small pool (exclusively, until the response is read) or opens a
+// new one. A pooled connection the server closed while idle is replaced transparently: the
+// request is retried once on a fresh connection when it is idempotent, or when nothing of it was
+// sent yet.
 
 #include <functional>
 #include <memory>
@@ -18,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/k8s/rest_config.h"
+#include "lib/k8s/tls_connection.h"
 
 namespace dra::k8s {
 
@@ -62,17 +68,23 @@ class HttpTransport {
 
  private:
   explicit HttpTransport(RestConfig config);
-  struct Handle;
-  std::unique_ptr<Handle> Borrow();
-  void Return(std::unique_ptr<Handle> handle);
-  absl::Status Configure(Handle& h, const HttpRequest& request);
+  // One request/response exchange; `on_data` and `stopped` are null for Do().
+  absl::StatusOr<HttpResponse> Exchange(const HttpRequest& request,
+                                        const std::function<bool(absl::string_view)>* on_data,
+                                        const std::function<bool()>* stopped);
+  // A pooled connection (`*reused` true) or a new one.
+  absl::StatusOr<std::unique_ptr<Connection>> Borrow(absl::Time deadline, bool* reused);
+  void Return(std::unique_ptr<Connection> conn);
+  std::string RequestHead(const HttpRequest& request);
   std::string BearerToken();
 
   const RestConfig config_;
   std::string credential_hint_;
+  Endpoint endpoint_;
+  std::shared_ptr<TlsContext> tls_;  // null for http://
 
   absl::Mutex mu_;
-  std::vector<std::unique_ptr<Handle>> idle_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
   std::string token_version_ ABSL_GUARDED_BY(mu_);  // inode:size:mtime of the token file read
 };
