@@ -2,7 +2,7 @@
 // concurrent keep-alive TLS clients against the real HTTPS server and handler, started in this
 // process with a CA and certificate made at start-up. Client and server share the machine.
 //
-//   build/<dir>/bench/webhook/webhook_bench [--seconds=5] [--clients=1,16]
+//   build/<dir>/bench/webhook/webhook_bench [--seconds=5] [--clients=1,16] [--handler-only]
 //
 // Also prints the cost of the admission handler alone (no TLS, no sockets), to tell where the
 // time goes. Not a test: it prints numbers and asserts nothing about them.
@@ -157,11 +157,14 @@ RunResult Run(int port, const std::string& ca, int clients, double seconds) {
 
 int main(int argc, char** argv) {
   double seconds = 5;
+  bool handler_only = false;
   std::vector<int> client_counts = {1, 16};
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (absl::ConsumePrefix(&a, "--seconds=")) {
       if (!absl::SimpleAtod(a, &seconds)) return 2;
+    } else if (a == "--handler-only") {
+      handler_only = true;
     } else if (absl::ConsumePrefix(&a, "--clients=")) {
       client_counts.clear();
       for (absl::string_view c : absl::StrSplit(a, ',')) {
@@ -170,7 +173,7 @@ int main(int argc, char** argv) {
         client_counts.push_back(n);
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--seconds=5] [--clients=1,16]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--seconds=5] [--clients=1,16] [--handler-only]\n", argv[0]);
       return 2;
     }
   }
@@ -194,6 +197,7 @@ int main(int argc, char** argv) {
                 n / s, s / n * 1e6, sizeof(kReview) - 1);
     if (bytes == 0) return 1;
   }
+  if (handler_only) return 0;
 
   char tmpl[] = "/tmp/webhook-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return 1;
