@@ -178,8 +178,11 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
       const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
       if (!interval) continue;
       std::vector<std::string> uuids;
+      std::set<std::string> seen;  // with consumable shares two requests may get one GPU
       for (const AllocatableDevice* d : g.devices) {
-        if (d->type == DeviceType::kGpu) uuids.push_back(d->gpu.uuid);
+        if (d->type == DeviceType::kGpu && seen.insert(d->gpu.uuid).second) {
+          uuids.push_back(d->gpu.uuid);
+        }
       }
       RETURN_IF_ERROR(options_.time_slicing->Apply(uuids, *interval));
       DRA_INFO("applied GPU time-slicing", "claim", uid, "interval",
@@ -187,7 +190,14 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
     }
   }
 
-  RETURN_IF_ERROR(cdi_->Write(uid, prepared).status());
+  // One CDI device per allocated device: with consumable shares, two requests of the claim may
+  // have been given the same device, and CDI device names must be unique within the spec.
+  std::vector<PreparedDevice> cdi_devices;
+  std::set<std::string> in_spec;
+  for (const PreparedDevice& p : prepared) {
+    if (in_spec.insert(p.device).second) cdi_devices.push_back(p);
+  }
+  RETURN_IF_ERROR(cdi_->Write(uid, cdi_devices).status());
   RETURN_IF_ERROR(record(ClaimState::kPrepareCompleted));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
            claim.metadata.name, "devices", prepared.size());

@@ -451,6 +451,26 @@ TEST_F(DeviceStateTest, WithoutConsumableSharesTimeSlicedGpuIsStillExclusive) {
               HasSubstr("requested device gpu-0 is already allocated to different claim uid-1"));
 }
 
+// With consumable shares the scheduler may give two requests of one claim the same device.
+TEST_F(DeviceStateTest, TwoRequestsOnOneSharedDeviceGiveOneCdiDevice) {
+  Init("h100-8x");
+  Configure("TimeSlicingSettings=true,ConsumableShares=true", "unlimited");
+  k8s::ResourceClaim claim = Claim("uid-1", {"gpu-1", "gpu-1"}, TimeSliced("Short"));
+  claim.status.allocation->devices.results[1].request = "other";
+  auto devices = state_->Prepare(claim);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 2u);
+  EXPECT_EQ((*devices)[0].cdi_device_ids, (*devices)[1].cdi_device_ids);
+  EXPECT_THAT((*devices)[1].requests, ::testing::ElementsAre("other"));
+  auto spec = ReadFile(SpecPath("uid-1"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto j = nlohmann::json::parse(*spec);
+  EXPECT_EQ(j["devices"].size(), 1u) << *spec;
+  EXPECT_EQ(GpuSetting("gpu-1"), "Default/Short");
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(GpuSetting("gpu-1"), "Default/Default");
+}
+
 TEST_F(DeviceStateTest, MpsIsRejectedWithConsumableShares) {
   Init("h100-8x");
   Configure("MPSSupport=true,ConsumableShares=true", "4");
