@@ -232,5 +232,36 @@ TEST_F(MpsDaemonIntegrationTest, StartReadyStopOnARealNode) {
   EXPECT_EQ(again.exit_code, 0) << again.output;
 }
 
+// What an operator reads when the daemon cannot start: here its image is not on the node.
+TEST_F(MpsDaemonIntegrationTest, NotReadyErrorNamesTheReasonAndStopCleansUp) {
+  const std::string claim_uid = absl::StrCat(RandomHex(8), "-", RandomHex(4), "-4", RandomHex(3),
+                                             "-8", RandomHex(3), "-", RandomHex(12));
+  const std::string id = MpsDaemonId(claim_uid, {gpu_});
+  const std::string host_dir = MpsDaemonDir(node_root_ + "/kubelet/plugins/gpu.nvidia.com", id);
+  std::vector<std::string> start = {DRA_MPS_NODE_TOOL, "start"};
+  for (const std::string& f : ToolFlags()) start.push_back(f);
+  start.push_back("--image=localhost/dra-no-such-image:v1");
+  start.push_back("--claim-uid=" + claim_uid);
+  start.push_back("--gpu=" + gpu_);
+  start.push_back("--ready-attempts=4");
+  dra::testing::CommandResult started = InNode(start);
+  EXPECT_EQ(started.exit_code, 1) << started.output;
+  EXPECT_THAT(started.output, HasSubstr("not ready after 4 attempts"));
+  EXPECT_THAT(started.output, HasSubstr("container mps-control-daemon waiting: ErrImageNeverPull"));
+  EXPECT_THAT(started.output, HasSubstr("localhost/dra-no-such-image:v1"));
+  EXPECT_EQ(ComputeMode(), "Exclusive_Process");  // Start did its part; unprepare undoes it
+
+  const MpsDaemonRecord record{.id = id, .ns = ns_, .full_gpu_uuids = {gpu_}};
+  std::vector<std::string> stop = {DRA_MPS_NODE_TOOL, "stop"};
+  for (const std::string& f : ToolFlags()) stop.push_back(f);
+  stop.push_back("--record=" + MpsDaemonRecordToJson(record).dump());
+  dra::testing::CommandResult stopped = InNode(stop);
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  EXPECT_TRUE(
+      absl::IsNotFound(client_->Get(kDeploymentResource, ns_, MpsDeploymentName(id)).status()));
+  EXPECT_FALSE(std::filesystem::exists(host_dir));
+  EXPECT_EQ(ComputeMode(), "Default");
+}
+
 }  // namespace
 }  // namespace dra::gpu

@@ -169,7 +169,13 @@ TEST_F(MpsControlTest, StaleSocketOfAKilledDaemonIsReplaced) {
   ASSERT_EQ(Start().exit_code, 0);
   const int pid = Settings()["pid"];
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) ::usleep(10000);
+  // Dead once it is gone or a zombie (its parent is whatever reaps orphans here).
+  auto alive = [pid] {
+    const std::string status = Slurp("/proc/" + std::to_string(pid) + "/status");
+    return !status.empty() && status.find("State:\tZ") == std::string::npos;
+  };
+  for (int i = 0; i < 200 && alive(); ++i) ::usleep(10000);
+  ASSERT_FALSE(alive());
   ASSERT_TRUE(std::filesystem::exists(pipe_ + "/control"));  // left behind
   CommandResult r = Start();
   EXPECT_EQ(r.exit_code, 0) << r.output;
