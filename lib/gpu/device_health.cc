@@ -1,0 +1,277 @@
+#include "lib/gpu/device_health.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+#include "lib/nvml/errors.h"
+
+namespace dra::gpu {
+namespace {
+
+using kubeletplugin::HealthStatus;
+
+constexpr uint32_t kNoInstance = 0xffffffff;
+constexpr uint64_t kMonitoredEvents = nvml::kEventTypeXidCriticalError |
+                                      nvml::kEventTypeDoubleBitEccError |
+                                      nvml::kEventTypeSingleBitEccError;
+
+k8s::DeviceTaint MakeTaint(std::string key, std::string value, std::string effect) {
+  k8s::DeviceTaint t;
+  t.key = std::move(key);
+  t.value = std::move(value);
+  t.effect = std::move(effect);
+  return t;
+}
+
+}  // namespace
+
+const std::set<uint64_t>& DefaultIgnoredXids() {
+  static const std::set<uint64_t> kIgnored = {13, 31, 43, 45, 68, 109};
+  return kIgnored;
+}
+
+std::set<uint64_t> ParseAdditionalIgnoredXids(const std::string& value) {
+  std::set<uint64_t> xids;
+  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    part = absl::StripAsciiWhitespace(part);
+    uint64_t xid = 0;
+    if (!absl::SimpleAtoi(part, &xid) || part.empty() || part[0] == '-' || part[0] == '+') {
+      DRA_WARNING("--additional-xids-to-ignore: skipping an entry that is not an unsigned integer",
+                  "entry", std::string(part));
+      continue;
+    }
+    xids.insert(xid);
+  }
+  return xids;
+}
+
+DeviceHealthTracker::DeviceHealthTracker(std::string pool, std::vector<std::string> devices,
+                                         std::set<uint64_t> additional_ignored_xids)
+    : pool_(std::move(pool)), ignored_xids_([&] {
+        std::set<uint64_t> all = DefaultIgnoredXids();
+        all.insert(additional_ignored_xids.begin(), additional_ignored_xids.end());
+        return all;
+      }()) {
+  absl::MutexLock lock(&mu_);
+  for (std::string& d : devices) devices_[std::move(d)];
+}
+
+bool DeviceHealthTracker::SetTaint(State& s, k8s::DeviceTaint taint) {
+  auto [it, inserted] = s.taints.try_emplace(taint.key, taint);
+  if (inserted) return true;
+  if (it->second.value == taint.value && it->second.effect == taint.effect) return false;
+  it->second = std::move(taint);
+  return true;
+}
+
+bool DeviceHealthTracker::OnXid(const std::string& device, uint64_t xid, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = devices_.find(device);
+  if (it == devices_.end()) return false;
+  State& s = it->second;
+  const bool ignored = ignored_xids_.contains(xid);
+  bool changed = SetTaint(s, MakeTaint(kTaintXid, absl::StrCat(xid),
+                                       ignored ? "None" : "NoSchedule"));
+  if (!ignored && s.status != HealthStatus::kUnhealthy) {
+    s.status = HealthStatus::kUnhealthy;
+    changed = true;
+  }
+  if (!ignored) s.message = absl::StrCat("XID ", xid, " (critical) reported by NVML");
+  if (changed) s.updated = now;
+  return changed;
+}
+
+bool DeviceHealthTracker::OnGpuLost(const std::vector<std::string>& devices, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  bool any = false;
+  for (const std::string& d : devices) {
+    auto it = devices_.find(d);
+    if (it == devices_.end()) continue;
+    State& s = it->second;
+    bool changed = SetTaint(s, MakeTaint(kTaintGpuLost, "", "NoSchedule"));
+    if (s.status != HealthStatus::kUnhealthy) {
+      s.status = HealthStatus::kUnhealthy;
+      changed = true;
+    }
+    s.message = "the GPU has fallen off the bus or is otherwise inaccessible (NVML: GPU is lost)";
+    if (changed) s.updated = now;
+    any |= changed;
+  }
+  return any;
+}
+
+bool DeviceHealthTracker::OnUnmonitored(const std::vector<std::string>& devices,
+                                        const std::string& reason, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  bool any = false;
+  for (const std::string& d : devices) {
+    auto it = devices_.find(d);
+    if (it == devices_.end()) continue;
+    State& s = it->second;
+    bool changed = SetTaint(s, MakeTaint(kTaintUnmonitored, "", "None"));
+    // A device already known to be unhealthy stays so; otherwise its health is unknown.
+    if (s.status == HealthStatus::kHealthy) {
+      s.status = HealthStatus::kUnknown;
+      s.message = absl::StrCat("health is not monitored: ", reason);
+      changed = true;
+    }
+    if (changed) s.updated = now;
+    any |= changed;
+  }
+  return any;
+}
+
+std::vector<k8s::DeviceTaint> DeviceHealthTracker::Taints(const std::string& device) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<k8s::DeviceTaint> out;
+  auto it = devices_.find(device);
+  if (it == devices_.end()) return out;
+  for (const auto& [key, taint] : it->second.taints) out.push_back(taint);
+  return out;
+}
+
+void DeviceHealthTracker::ApplyTaints(std::vector<k8s::Device>& slice_devices) const {
+  absl::MutexLock lock(&mu_);
+  for (k8s::Device& d : slice_devices) {
+    auto it = devices_.find(d.name);
+    if (it == devices_.end()) continue;
+    for (const auto& [key, taint] : it->second.taints) d.taints.push_back(taint);
+  }
+}
+
+std::vector<kubeletplugin::DeviceHealth> DeviceHealthTracker::HealthList() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<kubeletplugin::DeviceHealth> out;
+  out.reserve(devices_.size());
+  for (const auto& [name, s] : devices_) {
+    kubeletplugin::DeviceHealth h;
+    h.pool_name = pool_;
+    h.device_name = name;
+    h.status = s.status;
+    h.message = s.message;
+    h.last_updated = s.updated == absl::Time() ? absl::Now() : s.updated;
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+std::map<DevicePlacement, std::string> DevicePlacements(const Inventory& inventory) {
+  std::map<DevicePlacement, std::string> out;
+  for (const AllocatableDevice& d : inventory.devices) {
+    if (d.type == DeviceType::kGpu) {
+      out[{d.gpu.uuid, kNoInstance, kNoInstance}] = d.name;
+    } else if (d.type == DeviceType::kMig && d.mig) {
+      out[{d.mig->parent_uuid, d.mig->gi_id, d.mig->ci_id}] = d.name;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> DeviceHealthMonitor::Start(
+    const nvml::Nvml* nvml, const Inventory& inventory, DeviceHealthTracker* tracker,
+    OnChange on_change, Options options) {
+  std::map<DevicePlacement, std::string> placements = DevicePlacements(inventory);
+  std::map<std::string, std::vector<std::string>> by_gpu;
+  for (const auto& [placement, name] : placements) by_gpu[std::get<0>(placement)].push_back(name);
+
+  ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
+  ASSIGN_OR_RETURN(nvml::EventSet events, session.CreateEventSet());
+  bool changed = false;
+  for (auto it = by_gpu.begin(); it != by_gpu.end();) {
+    const std::string& uuid = it->first;
+    absl::Status s = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(nvml::Device device, session.DeviceByUuid(uuid));
+      ASSIGN_OR_RETURN(uint64_t supported, device.SupportedEventTypes());
+      if ((supported & kMonitoredEvents) == 0) {
+        return absl::UnimplementedError("the GPU reports none of the XID and ECC events");
+      }
+      return events.Register(device, supported & kMonitoredEvents);
+    }();
+    if (s.ok()) {
+      ++it;
+      continue;
+    }
+    DRA_WARNING("GPU health is not monitored", "gpu", uuid, "err", s);
+    changed |= tracker->OnUnmonitored(it->second, std::string(s.message()), absl::Now());
+    it = by_gpu.erase(it);
+  }
+  std::unique_ptr<DeviceHealthMonitor> monitor(
+      new DeviceHealthMonitor(std::move(session), std::move(events), std::move(placements),
+                              std::move(by_gpu), tracker, std::move(on_change), options));
+  if (changed && monitor->on_change_) monitor->on_change_();
+  monitor->thread_ = std::thread([m = monitor.get()] { m->Loop(); });
+  return monitor;
+}
+
+DeviceHealthMonitor::DeviceHealthMonitor(
+    nvml::Session session, nvml::EventSet events,
+    std::map<DevicePlacement, std::string> placements,
+    std::map<std::string, std::vector<std::string>> devices_by_gpu, DeviceHealthTracker* tracker,
+    OnChange on_change, Options options)
+    : session_(std::move(session)),
+      events_(std::move(events)),
+      placements_(std::move(placements)),
+      devices_by_gpu_(std::move(devices_by_gpu)),
+      tracker_(tracker),
+      on_change_(std::move(on_change)),
+      options_(options) {}
+
+DeviceHealthMonitor::~DeviceHealthMonitor() { Stop(); }
+
+void DeviceHealthMonitor::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<std::string> DeviceHealthMonitor::AllDevices() const {
+  std::vector<std::string> all;
+  for (const auto& [gpu, names] : devices_by_gpu_) all.insert(all.end(), names.begin(), names.end());
+  return all;
+}
+
+void DeviceHealthMonitor::Loop() {
+  if (devices_by_gpu_.empty()) {
+    DRA_INFO("device health: no GPU to monitor");
+    return;
+  }
+  DRA_INFO("device health monitoring started", "gpus", devices_by_gpu_.size());
+  const auto timeout_ms = static_cast<unsigned int>(absl::ToInt64Milliseconds(options_.wait_timeout));
+  while (!stop_.HasBeenNotified()) {
+    absl::StatusOr<nvml::Event> event = events_.Wait(timeout_ms);
+    bool changed = false;
+    if (!event.ok()) {
+      if (nvml::IsNvmlError(event.status(), nvml::ReturnCode::kTimeout)) continue;
+      if (nvml::IsNvmlError(event.status(), nvml::ReturnCode::kGpuIsLost)) {
+        DRA_WARNING("device health: a GPU is lost; marking every device", "err", event.status());
+        changed = tracker_->OnGpuLost(AllDevices(), absl::Now());
+      } else {
+        // Other errors are transient as far as anyone knows; do not spin on them.
+        DRA_VLOG(4, "device health: event wait failed", "err", event.status());
+        stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100));
+      }
+    } else if ((event->type & nvml::kEventTypeXidCriticalError) == 0) {
+      DRA_VLOG(4, "device health: ignoring a non-XID event", "type", event->type);
+    } else if (absl::StatusOr<std::string> uuid = event->device.Uuid(); !uuid.ok()) {
+      DRA_WARNING("device health: the event's GPU has no UUID; treating every GPU as lost", "err",
+                  uuid.status());
+      changed = tracker_->OnGpuLost(AllDevices(), absl::Now());
+    } else if (auto it = placements_.find(
+                   {*uuid, event->gpu_instance_id, event->compute_instance_id});
+               it == placements_.end()) {
+      DRA_VLOG(4, "device health: event for no published device", "gpu", *uuid, "gi",
+               event->gpu_instance_id, "ci", event->compute_instance_id, "xid", event->data);
+    } else {
+      DRA_WARNING("device health: XID event", "device", it->second, "gpu", *uuid, "xid",
+                  event->data);
+      changed = tracker_->OnXid(it->second, event->data, absl::Now());
+    }
+    if (changed && on_change_) on_change_();
+  }
+}
+
+}  // namespace dra::gpu

@@ -1,0 +1,133 @@
+#pragma once
+
+// Device health from NVML events (spec gpu-driver.md 5.14, feature gate NVMLDeviceHealthCheck).
+//
+// DeviceHealthTracker is the state: for every monitored device (full GPUs and static MIG
+// devices), its device taints and its health as the kubelet's DRAResourceHealth stream reports it.
+//   XID event, XID not ignored   taint gpu.nvidia.com/xid=<xid>:NoSchedule   Unhealthy
+//   XID event, XID ignored       taint gpu.nvidia.com/xid=<xid>:None         unchanged
+//   GPU lost                     taint gpu.nvidia.com/gpu-lost:NoSchedule     Unhealthy
+//   events not available         taint gpu.nvidia.com/unmonitored:None       Unknown
+// One taint per key per device: a later XID replaces the earlier value. Nothing heals by itself:
+// the state holds until the plugin restarts (as in the Go driver; an operator who has repaired
+// the GPU restarts the plugin).
+//
+// DeviceHealthMonitor is the event loop: one thread with its own NVML session, registering the
+// XID and ECC events of every GPU that backs a device and feeding what it sees to the tracker.
+//
+// Thread-safety: DeviceHealthTracker's methods may be called from any thread.
+// DeviceHealthMonitor: Start/Stop from one thread; the callback runs on the monitor thread.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "lib/gpu/inventory.h"
+#include "lib/k8s/objects_resource.h"
+#include "lib/kubeletplugin/plugin_types.h"
+#include "lib/nvml/nvml.h"
+
+namespace dra::gpu {
+
+inline constexpr char kTaintXid[] = "gpu.nvidia.com/xid";
+inline constexpr char kTaintGpuLost[] = "gpu.nvidia.com/gpu-lost";
+inline constexpr char kTaintUnmonitored[] = "gpu.nvidia.com/unmonitored";
+
+// XIDs that only say an application misbehaved (13 graphics engine exception, 31 memory page
+// fault, 43 channel stopped, 45 preemptive cleanup, 68 video processor exception, 109 context
+// switch timeout): tainted with effect None, the GPU stays schedulable and healthy.
+const std::set<uint64_t>& DefaultIgnoredXids();
+
+// Parses --additional-xids-to-ignore: comma-separated unsigned integers; like the Go driver,
+// entries that are not unsigned integers are skipped (each is logged as a warning).
+std::set<uint64_t> ParseAdditionalIgnoredXids(const std::string& value);
+
+class DeviceHealthTracker {
+ public:
+  // `devices`: the monitored device names (all others are ignored by the On* calls).
+  DeviceHealthTracker(std::string pool, std::vector<std::string> devices,
+                      std::set<uint64_t> additional_ignored_xids);
+
+  // Each returns true when the device's taints or health changed.
+  bool OnXid(const std::string& device, uint64_t xid, absl::Time now);
+  bool OnGpuLost(const std::vector<std::string>& devices, absl::Time now);
+  bool OnUnmonitored(const std::vector<std::string>& devices, const std::string& reason,
+                     absl::Time now);
+
+  // The taints of `device` (no time_added: the API server stamps it).
+  std::vector<k8s::DeviceTaint> Taints(const std::string& device) const;
+  // Adds the taints to the devices of `slice_devices` that have any.
+  void ApplyTaints(std::vector<k8s::Device>& slice_devices) const;
+  // Every monitored device, in name order.
+  std::vector<kubeletplugin::DeviceHealth> HealthList() const;
+
+ private:
+  struct State {
+    std::map<std::string, k8s::DeviceTaint> taints;  // key: taint key
+    kubeletplugin::HealthStatus status = kubeletplugin::HealthStatus::kHealthy;
+    std::string message;
+    absl::Time updated;
+  };
+  bool SetTaint(State& s, k8s::DeviceTaint taint);
+
+  const std::string pool_;
+  const std::set<uint64_t> ignored_xids_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, State> devices_ ABSL_GUARDED_BY(mu_);
+};
+
+// Which device an NVML event belongs to: (GPU UUID, GPU instance id, compute instance id), with
+// 0xffffffff for both ids on a full GPU.
+using DevicePlacement = std::tuple<std::string, uint32_t, uint32_t>;
+// Full GPUs and static MIG devices of `inventory` by placement (other types are not monitored).
+std::map<DevicePlacement, std::string> DevicePlacements(const Inventory& inventory);
+
+class DeviceHealthMonitor {
+ public:
+  struct Options {
+    absl::Duration wait_timeout = absl::Seconds(5);  // one nvmlEventSetWait
+  };
+  // Called after every change of the tracker's state.
+  using OnChange = std::function<void()>;
+
+  // Opens a session of `nvml` (which must outlive the monitor), registers events for every GPU
+  // that backs a device of `inventory` and starts the loop. GPUs whose events cannot be
+  // registered make their devices unmonitored (reported through the tracker, not as an error);
+  // an error is returned only when no session or event set can be had at all.
+  static absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> Start(
+      const nvml::Nvml* nvml, const Inventory& inventory, DeviceHealthTracker* tracker,
+      OnChange on_change, Options options);
+  ~DeviceHealthMonitor();  // Stop()
+  void Stop();
+
+ private:
+  DeviceHealthMonitor(nvml::Session session, nvml::EventSet events,
+                      std::map<DevicePlacement, std::string> placements,
+                      std::map<std::string, std::vector<std::string>> devices_by_gpu,
+                      DeviceHealthTracker* tracker, OnChange on_change, Options options);
+  void Loop();
+  std::vector<std::string> AllDevices() const;
+
+  nvml::Session session_;
+  nvml::EventSet events_;
+  const std::map<DevicePlacement, std::string> placements_;
+  const std::map<std::string, std::vector<std::string>> devices_by_gpu_;  // monitored GPUs only
+  DeviceHealthTracker* const tracker_;
+  const OnChange on_change_;
+  const Options options_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace dra::gpu

@@ -1,0 +1,248 @@
+#include "lib/gpu/device_health.h"
+
+#include <dlfcn.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/doubles/mock-nvml/mock_nvml_ext.h"
+#include "test/doubles/testing/mock_driver_root.h"
+
+namespace dra::gpu {
+namespace {
+
+using kubeletplugin::HealthStatus;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+std::vector<std::string> TaintStrings(const DeviceHealthTracker& t, const std::string& device) {
+  std::vector<std::string> out;
+  for (const k8s::DeviceTaint& taint : t.Taints(device)) {
+    out.push_back(taint.key + "=" + taint.value + ":" + taint.effect);
+    EXPECT_FALSE(taint.time_added.has_value()) << "the API server stamps timeAdded";
+  }
+  return out;
+}
+
+HealthStatus StatusOf(const DeviceHealthTracker& t, const std::string& device) {
+  for (const auto& h : t.HealthList()) {
+    if (h.device_name == device) return h.status;
+  }
+  ADD_FAILURE() << "no health entry for " << device;
+  return HealthStatus::kUnknown;
+}
+
+TEST(DeviceHealthTrackerTest, StartsHealthyWithoutTaints) {
+  DeviceHealthTracker t("node-a", {"gpu-0", "gpu-1"}, {});
+  auto list = t.HealthList();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].pool_name, "node-a");
+  EXPECT_EQ(list[0].device_name, "gpu-0");
+  EXPECT_EQ(list[0].status, HealthStatus::kHealthy);
+  EXPECT_THAT(t.Taints("gpu-0"), IsEmpty());
+}
+
+struct XidCase {
+  uint64_t xid;
+  std::set<uint64_t> additional;
+  std::string want_taint;
+  HealthStatus want_status;
+};
+
+class XidTest : public ::testing::TestWithParam<XidCase> {};
+
+TEST_P(XidTest, TaintAndHealth) {
+  const XidCase& c = GetParam();
+  DeviceHealthTracker t("node-a", {"gpu-0", "gpu-1"}, c.additional);
+  EXPECT_TRUE(t.OnXid("gpu-0", c.xid, kT0));
+  EXPECT_THAT(TaintStrings(t, "gpu-0"), ElementsAre(c.want_taint));
+  EXPECT_EQ(StatusOf(t, "gpu-0"), c.want_status);
+  // Other devices are untouched.
+  EXPECT_THAT(t.Taints("gpu-1"), IsEmpty());
+  EXPECT_EQ(StatusOf(t, "gpu-1"), HealthStatus::kHealthy);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Xids, XidTest,
+    ::testing::Values(
+        XidCase{79, {}, "gpu.nvidia.com/xid=79:NoSchedule", HealthStatus::kUnhealthy},
+        XidCase{48, {}, "gpu.nvidia.com/xid=48:NoSchedule", HealthStatus::kUnhealthy},
+        XidCase{13, {}, "gpu.nvidia.com/xid=13:None", HealthStatus::kHealthy},
+        XidCase{31, {}, "gpu.nvidia.com/xid=31:None", HealthStatus::kHealthy},
+        XidCase{43, {}, "gpu.nvidia.com/xid=43:None", HealthStatus::kHealthy},
+        XidCase{45, {}, "gpu.nvidia.com/xid=45:None", HealthStatus::kHealthy},
+        XidCase{68, {}, "gpu.nvidia.com/xid=68:None", HealthStatus::kHealthy},
+        XidCase{109, {}, "gpu.nvidia.com/xid=109:None", HealthStatus::kHealthy},
+        XidCase{79, {79}, "gpu.nvidia.com/xid=79:None", HealthStatus::kHealthy},
+        XidCase{94, {79, 95}, "gpu.nvidia.com/xid=94:NoSchedule", HealthStatus::kUnhealthy}));
+
+TEST(DeviceHealthTrackerTest, OneTaintPerKeyLatestWins) {
+  DeviceHealthTracker t("n", {"gpu-0"}, {});
+  EXPECT_TRUE(t.OnXid("gpu-0", 79, kT0));
+  EXPECT_FALSE(t.OnXid("gpu-0", 79, kT0 + absl::Seconds(1))) << "same XID again is no change";
+  EXPECT_TRUE(t.OnXid("gpu-0", 13, kT0 + absl::Seconds(2)));
+  EXPECT_THAT(TaintStrings(t, "gpu-0"), ElementsAre("gpu.nvidia.com/xid=13:None"));
+  // The device stays unhealthy: an ignorable XID does not heal it.
+  EXPECT_EQ(StatusOf(t, "gpu-0"), HealthStatus::kUnhealthy);
+}
+
+TEST(DeviceHealthTrackerTest, GpuLostAndUnmonitored) {
+  DeviceHealthTracker t("n", {"gpu-0", "gpu-1", "gpu-2"}, {});
+  EXPECT_TRUE(t.OnGpuLost({"gpu-0", "gpu-1"}, kT0));
+  EXPECT_FALSE(t.OnGpuLost({"gpu-0"}, kT0)) << "already lost";
+  EXPECT_THAT(TaintStrings(t, "gpu-0"), ElementsAre("gpu.nvidia.com/gpu-lost=:NoSchedule"));
+  EXPECT_EQ(StatusOf(t, "gpu-1"), HealthStatus::kUnhealthy);
+
+  EXPECT_TRUE(t.OnUnmonitored({"gpu-1", "gpu-2"}, "events not supported", kT0));
+  EXPECT_THAT(TaintStrings(t, "gpu-2"), ElementsAre("gpu.nvidia.com/unmonitored=:None"));
+  EXPECT_EQ(StatusOf(t, "gpu-2"), HealthStatus::kUnknown);
+  EXPECT_EQ(StatusOf(t, "gpu-1"), HealthStatus::kUnhealthy) << "unhealthy is not downgraded";
+  EXPECT_THAT(TaintStrings(t, "gpu-1"), ElementsAre("gpu.nvidia.com/gpu-lost=:NoSchedule",
+                                                    "gpu.nvidia.com/unmonitored=:None"));
+}
+
+TEST(DeviceHealthTrackerTest, UnknownDevicesAreIgnored) {
+  DeviceHealthTracker t("n", {"gpu-0"}, {});
+  EXPECT_FALSE(t.OnXid("vfio-0", 79, kT0));
+  EXPECT_FALSE(t.OnGpuLost({"nope"}, kT0));
+  EXPECT_EQ(t.HealthList().size(), 1u);
+}
+
+TEST(DeviceHealthTrackerTest, ApplyTaintsAddsToPublishedDevices) {
+  DeviceHealthTracker t("n", {"gpu-0", "gpu-1"}, {});
+  t.OnXid("gpu-1", 79, kT0);
+  std::vector<k8s::Device> devices(3);
+  devices[0].name = "gpu-0";
+  devices[1].name = "gpu-1";
+  devices[2].name = "other";
+  t.ApplyTaints(devices);
+  EXPECT_THAT(devices[0].taints, IsEmpty());
+  ASSERT_EQ(devices[1].taints.size(), 1u);
+  EXPECT_EQ(devices[1].taints[0].value, "79");
+  EXPECT_THAT(devices[2].taints, IsEmpty());
+}
+
+TEST(ParseAdditionalIgnoredXidsTest, SkipsNonIntegers) {
+  EXPECT_EQ(ParseAdditionalIgnoredXids(""), std::set<uint64_t>{});
+  EXPECT_EQ(ParseAdditionalIgnoredXids("79, 48,x,-3,,94"), (std::set<uint64_t>{48, 79, 94}));
+}
+
+TEST(DevicePlacementsTest, GpusAndMigDevices) {
+  Inventory inv;
+  AllocatableDevice gpu;
+  gpu.name = "gpu-0";
+  gpu.gpu.uuid = "GPU-a";
+  AllocatableDevice mig;
+  mig.name = "gpu-1-mig-1g5gb-19-0";
+  mig.type = DeviceType::kMig;
+  mig.gpu.uuid = "GPU-b";
+  mig.mig = MigInfo{.uuid = "MIG-x", .parent_uuid = "GPU-b", .gi_id = 7, .ci_id = 0};
+  AllocatableDevice vfio;
+  vfio.name = "gpu-vfio-2";
+  vfio.type = DeviceType::kVfio;
+  inv.devices = {gpu, mig, vfio};
+  auto p = DevicePlacements(inv);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ((p[{"GPU-a", 0xffffffff, 0xffffffff}]), "gpu-0");
+  EXPECT_EQ((p[{"GPU-b", 7, 0}]), "gpu-1-mig-1g5gb-19-0");
+}
+
+// ---- The monitor against the mock NVML: events injected into the mock's shared state ----
+
+class MonitorTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& profile) {
+    root_ = dir_.path() + "/driver-root";
+    absl::Status made = testing::MakeMockDriverRoot(profile, root_);
+    ASSERT_TRUE(made.ok()) << made;
+    auto nvml = nvml::Nvml::Create(root_);
+    ASSERT_TRUE(nvml.ok()) << nvml.status();
+    nvml_ = *std::move(nvml);
+    auto session = nvml_->Open();
+    ASSERT_TRUE(session.ok()) << session.status();
+    auto inv = Discover(*session, {.sysfs_root = dir_.path() + "/no-sys"});
+    ASSERT_TRUE(inv.ok()) << inv.status();
+    inventory_ = *std::move(inv);
+    std::vector<std::string> names;
+    for (const auto& [placement, name] : DevicePlacements(inventory_)) names.push_back(name);
+    tracker_ = std::make_unique<DeviceHealthTracker>("node", names, std::set<uint64_t>{});
+    auto monitor = DeviceHealthMonitor::Start(
+        nvml_.get(), inventory_, tracker_.get(),
+        [this] {
+          absl::MutexLock lock(&mu_);
+          ++changes_;
+        },
+        {.wait_timeout = absl::Milliseconds(100)});
+    ASSERT_TRUE(monitor.ok()) << monitor.status();
+    monitor_ = *std::move(monitor);
+  }
+
+  // Calls the mock's injection entry point in the already loaded library.
+  void Inject(const std::string& uuid, uint64_t xid, uint32_t gi = 0xffffffff,
+              uint32_t ci = 0xffffffff) {
+    void* lib = dlopen(nvml_->library_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(lib, nullptr) << dlerror();
+    auto* inject =
+        reinterpret_cast<mock_nvml::MockNvmlInjectEventFn*>(dlsym(lib, "mockNvmlInjectEvent"));
+    ASSERT_NE(inject, nullptr);
+    EXPECT_EQ(inject(uuid.c_str(), nvml::kEventTypeXidCriticalError, xid, gi, ci), 0);
+    dlclose(lib);
+  }
+
+  // Waits (bounded) until the monitor reported `n` changes.
+  bool WaitForChanges(int n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return changes_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(20));
+  }
+
+  const AllocatableDevice& DeviceOfType(DeviceType type) {
+    for (const AllocatableDevice& d : inventory_.devices) {
+      if (d.type == type) return d;
+    }
+    ADD_FAILURE() << "no device of type " << DeviceTypeName(type);
+    return inventory_.devices.front();
+  }
+
+  testing::TempDir dir_;
+  std::string root_;
+  std::unique_ptr<nvml::Nvml> nvml_;
+  Inventory inventory_;
+  std::unique_ptr<DeviceHealthTracker> tracker_;
+  std::unique_ptr<DeviceHealthMonitor> monitor_;
+  absl::Mutex mu_;
+  int changes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(MonitorTest, XidOnFullGpuTaintsThatGpuOnly) {
+  Start("h100-8x");
+  const AllocatableDevice& gpu = DeviceOfType(DeviceType::kGpu);
+  Inject(gpu.gpu.uuid, 79);
+  ASSERT_TRUE(WaitForChanges(1));
+  EXPECT_THAT(TaintStrings(*tracker_, gpu.name), ElementsAre("gpu.nvidia.com/xid=79:NoSchedule"));
+  int tainted = 0;
+  for (const AllocatableDevice& d : inventory_.devices) tainted += !tracker_->Taints(d.name).empty();
+  EXPECT_EQ(tainted, 1);
+  monitor_->Stop();
+}
+
+TEST_F(MonitorTest, XidOnMigDeviceFindsItByInstanceIds) {
+  Start("a100-mig-4x");
+  const AllocatableDevice& mig = DeviceOfType(DeviceType::kMig);
+  // An event for an instance that backs no device is ignored; the next one counts.
+  Inject(mig.mig->parent_uuid, 48, 4242, 0);
+  Inject(mig.mig->parent_uuid, 48, mig.mig->gi_id, mig.mig->ci_id);
+  ASSERT_TRUE(WaitForChanges(1));
+  EXPECT_THAT(TaintStrings(*tracker_, mig.name), ElementsAre("gpu.nvidia.com/xid=48:NoSchedule"));
+  EXPECT_EQ(StatusOf(*tracker_, mig.name), HealthStatus::kUnhealthy);
+  absl::MutexLock lock(&mu_);
+  EXPECT_EQ(changes_, 1);
+}
+
+}  // namespace
+}  // namespace dra::gpu
