@@ -193,11 +193,14 @@ TEST_F(MpsDaemonIntegrationTest, StartReadyStopOnARealNode) {
   absl::StatusOr<std::string> settings_text = ReadFile(host_dir + "/pipe/settings.json");
   ASSERT_TRUE(settings_text.ok()) << settings_text.status();
   json settings = json::parse(*settings_text);
-  EXPECT_EQ(settings["multiUser"], false);
-  EXPECT_EQ(settings["visibleDevices"], json({gpu_}));
-  EXPECT_EQ(settings["pipeDirectory"], "/driver-root/tmp/nvidia-mps");
-  EXPECT_EQ(settings["defaultActiveThreadPercentage"], 50.0);
-  EXPECT_EQ(settings["defaultDevicePinnedMemLimits"], json({{gpu_, "1024M"}}));
+  ASSERT_TRUE(settings.contains("pid"));
+  const int pid = settings["pid"];
+  settings.erase("pid");
+  EXPECT_EQ(settings, json({{"multiUser", false},
+                            {"visibleDevices", {gpu_}},
+                            {"pipeDirectory", "/driver-root/tmp/nvidia-mps"},
+                            {"defaultActiveThreadPercentage", 50.0},
+                            {"defaultDevicePinnedMemLimits", {{gpu_, "1024M"}}}}));
   absl::StatusOr<std::string> startup = ReadFile(host_dir + "/log/startup.log");
   ASSERT_TRUE(startup.ok()) << startup.status();
   EXPECT_EQ(*startup, "startup complete\n");
@@ -209,7 +212,6 @@ TEST_F(MpsDaemonIntegrationTest, StartReadyStopOnARealNode) {
   // marker file is in it.
   std::string mountinfo = NodeMountinfo();
   EXPECT_THAT(mountinfo, HasSubstr(" " + node_dir + "/shm rw,nosuid,nodev,noexec,relatime"));
-  const int pid = settings["pid"];
   dra::testing::CommandResult marker = InNode(
       {"/usr/bin/test", "-e", node_dir + "/shm/nvidia-mps-control-daemon." + std::to_string(pid)});
   EXPECT_EQ(marker.exit_code, 0) << "no daemon marker in the tmpfs";
