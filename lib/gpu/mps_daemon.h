@@ -103,7 +103,7 @@ struct MpsDaemonEnv {
   // AssertReady: attempts (spec: 4), delays in [1 s, 2 s] doubling, capped at 10 s.
   int ready_attempts = 4;
   // Stop: how long to wait for the daemon's pods to disappear after deleting the Deployment.
-  absl::Duration stop_timeout = absl::Seconds(60);
+  absl::Duration stop_timeout = absl::Seconds(30);
   absl::Duration stop_poll_interval = absl::Milliseconds(250);
 };
 
