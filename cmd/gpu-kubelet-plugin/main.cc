@@ -84,6 +84,12 @@ int main(int argc, char** argv) {
   flags.AddDuration("nvidia-smi-timeout", "NVIDIA_SMI_TIMEOUT", &c.nvidia_smi_timeout,
                     "Time limit of one nvidia-smi run (setting GPU time-slices); it is killed "
                     "after that and the prepare fails (the kubelet retries).");
+  flags.AddString("additional-xids-to-ignore", "ADDITIONAL_XIDS_TO_IGNORE",
+                  &c.additional_xids_to_ignore,
+                  "With the feature gate NVMLDeviceHealthCheck: comma-separated XIDs that only "
+                  "say an application failed, in addition to 13,31,43,45,68,109. Such an XID "
+                  "taints the device with effect None (still schedulable, still healthy); any "
+                  "other XID taints it NoSchedule and reports it unhealthy to the kubelet.");
   flags.AddDuration("cleanup-interval", "CLEANUP_INTERVAL", &c.cleanup_interval,
                     "How often prepared claims whose ResourceClaim is gone are unprepared.");
   flags.AddLoggingFlags();

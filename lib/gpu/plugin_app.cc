@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/consumable_shares.h"
+#include "lib/api/driver_gates.h"
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/atomic_file.h"
 #include "lib/common/log.h"
@@ -12,6 +13,7 @@
 #include "lib/driverroot/driver_root.h"
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/cleanup.h"
+#include "lib/gpu/device_health.h"
 #include "lib/gpu/device_state.h"
 #include "lib/gpu/driver.h"
 #include "lib/gpu/health_server.h"
@@ -34,9 +36,11 @@ namespace {
 constexpr char kComponent[] = "gpu-kubelet-plugin";
 
 // NVML discovery; a missing library or driver leaves the node without devices (degraded).
+// The loaded library is kept in `nvml` for the device health monitor.
 absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
-                                          const driverroot::DriverRoot& root) {
-  ASSIGN_OR_RETURN(auto nvml, nvml::Nvml::Create(root.root()));
+                                          const driverroot::DriverRoot& root,
+                                          std::unique_ptr<nvml::Nvml>& nvml) {
+  ASSIGN_OR_RETURN(nvml, nvml::Nvml::Create(root.root()));
   ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
   return Discover(session,
                   {.sysfs_root = config.sys_root,
@@ -92,7 +96,8 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
                                                    .proc_root = config.proc_root,
                                                    .sys_root = config.sys_root}));
   Inventory inventory;
-  auto discovered = DiscoverDevices(config, *root);
+  std::unique_ptr<nvml::Nvml> nvml_library;
+  auto discovered = DiscoverDevices(config, *root, nvml_library);
   if (discovered.ok()) {
     inventory = std::move(*discovered);
     DRA_INFO("discovered devices", "node", config.node_name, "devices", inventory.devices.size(),
@@ -142,7 +147,27 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   ASSIGN_OR_RETURN(auto publisher,
                    kubeletplugin::SlicePublisher::Create(
                        client.get(), {.driver = kDriverName, .node_name = config.node_name}));
-  publisher->Update(BuildDriverResources(inventory, config.node_name, shares));
+  // With NVMLDeviceHealthCheck, devices carry the taints their NVML events imply (spec 5.14)
+  // and the kubelet gets their health through the DRAResourceHealth stream.
+  std::unique_ptr<DeviceHealthTracker> health_tracker;
+  if (config.gates != nullptr && config.gates->Enabled(api::gate::kNVMLDeviceHealthCheck)) {
+    std::vector<std::string> monitored;
+    for (const auto& [placement, name] : DevicePlacements(inventory)) monitored.push_back(name);
+    health_tracker = std::make_unique<DeviceHealthTracker>(
+        config.node_name, std::move(monitored),
+        ParseAdditionalIgnoredXids(config.additional_xids_to_ignore));
+  }
+  auto desired_resources = [&] {
+    kubeletplugin::DriverResources resources =
+        BuildDriverResources(inventory, config.node_name, shares);
+    if (health_tracker) {
+      for (auto& [pool_name, pool] : resources.pools) {
+        for (auto& slice : pool.slices) health_tracker->ApplyTaints(slice.devices);
+      }
+    }
+    return resources;
+  };
+  publisher->Update(desired_resources());
   if (shares.Enabled()) {
     DRA_INFO("consumable shares enabled: devices allow multiple allocations", "mode",
              shares.ToString());
@@ -154,7 +179,31 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   server_options.kubelet_plugins_dir = config.kubelet_plugins_dir;
   server_options.registry_dir = config.kubelet_registrar_dir;
   server_options.pod_uid = config.pod_uid;
+  server_options.serve_health = health_tracker != nullptr;
   ASSIGN_OR_RETURN(auto server, kubeletplugin::PluginServer::Create(&driver, server_options));
+
+  std::unique_ptr<DeviceHealthMonitor> health_monitor;
+  if (health_tracker) {
+    auto report = [&] {
+      publisher->Update(desired_resources());
+      server->PublishHealth(health_tracker->HealthList());
+    };
+    absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> monitor =
+        nvml_library == nullptr
+            ? absl::FailedPreconditionError("NVML is not usable")
+            : DeviceHealthMonitor::Start(nvml_library.get(), inventory, health_tracker.get(),
+                                         report, {});
+    if (monitor.ok()) {
+      health_monitor = *std::move(monitor);
+    } else {
+      DRA_WARNING("device health monitoring is not possible; devices are marked unmonitored",
+                  "err", monitor.status());
+      std::vector<std::string> all;
+      for (const auto& h : health_tracker->HealthList()) all.push_back(h.device_name);
+      health_tracker->OnUnmonitored(all, std::string(monitor.status().message()), absl::Now());
+    }
+    report();
+  }
 
   std::unique_ptr<metrics::HttpServer> http;
   if (!config.http_endpoint.empty()) {
@@ -189,6 +238,7 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   signals->WaitForShutdown();
   DRA_INFO("shutting down", "signal", signals->shutdown_signal());
   if (health) health->Stop();
+  if (health_monitor) health_monitor->Stop();
   server->Stop();  // removes our sockets: the kubelet sees the plugin go away
   publisher->Stop();
   cleaner.join();

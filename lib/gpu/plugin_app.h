@@ -41,6 +41,9 @@ struct PluginConfig {
   std::string consumable_shares = "disabled";
   // Limit for one nvidia-smi run (time-slicing); killed after it.
   absl::Duration nvidia_smi_timeout = absl::Seconds(30);
+  // Comma-separated XIDs that only taint with effect None (gate NVMLDeviceHealthCheck), beyond
+  // the built-in 13, 31, 43, 45, 68, 109. Entries that are not unsigned integers are skipped.
+  std::string additional_xids_to_ignore;
   const FeatureGates* gates = nullptr;
 };
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bats
 # What the GPU plugin tells the cluster when something is wrong on the node: a corrupt checkpoint
-# (Warning Event on the Node, metric, the plugin carries on). Pods run on node 1 (mock h100-8x).
-# Run through run.sh.
+# (Warning Event on the Node, metric, the plugin carries on), and with the feature gate
+# NVMLDeviceHealthCheck, XID events (device taints the kube-scheduler honours, device health the
+# kubelet reports in pod status). XIDs are injected with the mock's nvidia-smi --mock-inject-xid
+# into the node's mock NVML state, which the plugin's NVML event wait reads. Pods run on node 1
+# (mock h100-8x). Run through run.sh.
 
 setup_file() {
   load lib
@@ -25,6 +28,51 @@ setup() {
 
 teardown() {
   clean_node "$GPU_NODE"
+  if [[ -f $BATS_FILE_TMPDIR/plugin-changed ]]; then
+    restore_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
+    rm -f "$BATS_FILE_TMPDIR/plugin-changed"
+  fi
+}
+
+# "<key>=<value>:<effect>" of every taint of a published device (pool/device).
+slice_taints() {
+  kubectl get resourceslices -o json --field-selector "spec.driver=$DRIVER" |
+    jq -r --arg p "${1%%/*}" --arg d "${1#*/}" '.items[] | select(.spec.pool.name == $p)
+      | .spec.devices[] | select(.name == $d) | .taints[]? | "\(.key)=\(.value // ""):\(.effect)"'
+}
+
+# The health the kubelet reports for a device (pool/device) in the pod's container statuses. The
+# kubelet names a device by its CDI device ID, "k8s.gpu.nvidia.com/claim=<claim UID>-<device>".
+pod_device_health() {
+  k get pod "$1" -o json | jq -r --arg suffix "-${2#*/}" \
+    '[.status.containerStatuses[]?.allocatedResourcesStatus[]?.resources[]? | select(.resourceID | endswith($suffix)) | .health] | first // ""'
+}
+
+# wait_for <seconds> <description> <command...>: retries the command until it succeeds.
+wait_for() {
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@"; do
+    ((SECONDS < deadline)) || { echo "timed out waiting for $what" >&2; return 1; }
+    sleep 0.5
+  done
+}
+
+# A claim for the one GPU whose uuid attribute is $2.
+claim_for_uuid() {
+  k apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: $1}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.nvidia.com
+        selectors:
+        - cel: {expression: 'device.attributes["gpu.nvidia.com"].uuid == "$2"'}
+EOF
 }
 
 plugin_metric() {
@@ -72,4 +120,58 @@ plugin_metric() {
   wait_log pod1
   assert_gpus pod1 1
   rm -f "$dir"/checkpoint.json.corrupt-*
+}
+
+@test "NVMLDeviceHealthCheck: XIDs taint devices, the kubelet reports the device unhealthy, the scheduler avoids it" {
+  save_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
+  touch "$BATS_FILE_TMPDIR/plugin-changed"
+  plugin_with_args "$GPU_NODE" --feature-gates=TimeSlicingSettings=true,NVMLDeviceHealthCheck=true
+
+  claim one-gpu
+  pod pod1 "$GPU_NODE" "gpu=claim:one-gpu"
+  wait_pod_phase pod1 Running 60
+  local used used_uuid
+  used=$(allocated one-gpu)
+  used_uuid=$(slice_uuid "$used")
+  # Before any event the device is healthy and untainted.
+  wait_for 30 "the kubelet to report $used healthy" eval '[ "$(pod_device_health pod1 "$used")" = Healthy ]'
+  [ -z "$(slice_taints "$used")" ]
+
+  # Two free GPUs: one gets a critical XID, the other one that only says an application failed.
+  local free bad ok bad_uuid ok_uuid
+  free=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |
+    jq -r --arg u "$used" '.items[] | .spec.pool.name as $p | .spec.devices[] | "\($p)/\(.name)" | select(. != $u)' | sort)
+  bad=$(sed -n 1p <<<"$free")
+  ok=$(sed -n 2p <<<"$free")
+  bad_uuid=$(slice_uuid "$bad")
+  ok_uuid=$(slice_uuid "$ok")
+
+  node_smi "$GPU_NODE" --mock-inject-xid "$used_uuid" 79
+  node_smi "$GPU_NODE" --mock-inject-xid "$bad_uuid" 48
+  node_smi "$GPU_NODE" --mock-inject-xid "$ok_uuid" 13
+  wait_for 30 "the taint on $used" eval '[ "$(slice_taints "$used")" = "gpu.nvidia.com/xid=79:NoSchedule" ]'
+  wait_for 30 "the taint on $bad" eval '[ "$(slice_taints "$bad")" = "gpu.nvidia.com/xid=48:NoSchedule" ]'
+  wait_for 30 "the taint on $ok" eval '[ "$(slice_taints "$ok")" = "gpu.nvidia.com/xid=13:None" ]'
+  # The kubelet learns it through the DRAResourceHealth stream and shows it in the pod's status.
+  wait_for 30 "the kubelet to report $used unhealthy" eval '[ "$(pod_device_health pod1 "$used")" = Unhealthy ]'
+  [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Running ]
+
+  # The scheduler does not hand out the NoSchedule-tainted GPU; the None-tainted one is fine.
+  claim_for_uuid want-ok "$ok_uuid"
+  claim_for_uuid want-bad "$bad_uuid"
+  pod pod-ok "$GPU_NODE" "gpu=claim:want-ok"
+  pod pod-bad "$GPU_NODE" "gpu=claim:want-bad"
+  wait_pod_phase pod-ok Running 60
+  wait_log pod-ok
+  [ "$(gpu_uuids pod-ok)" = "$ok_uuid" ]
+  wait_for 30 "a scheduling failure for pod-bad" eval \
+    'k get events -o json --field-selector involvedObject.name=pod-bad,reason=FailedScheduling | jq -e ".items | length > 0" >/dev/null'
+  [ "$(k get pod pod-bad -o jsonpath='{.status.phase}')" = Pending ]
+  [ -z "$(allocated want-bad)" ]
+
+  # Taints last until the plugin restarts (an operator's signal that the GPU was looked after).
+  k delete pod pod-bad --wait=false
+  restore_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
+  rm -f "$BATS_FILE_TMPDIR/plugin-changed"
+  wait_for 30 "the taints to go" eval '[ -z "$(slice_taints "$used")$(slice_taints "$bad")$(slice_taints "$ok")" ]'
 }

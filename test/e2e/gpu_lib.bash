@@ -182,3 +182,25 @@ sabotage_cdi() {
   mv -f "$f.tmp" "$f"
   echo "# sabotaged $f ($mode)" >&3
 }
+
+# The node's mock driver root on the host, and its fake nvidia-smi (reads the mock NVML state the
+# node's plugin and containers see).
+node_driver_root() { echo "$(node_var "$(node_idx "$1")" KUBELET_DIR)/../driver-root"; }
+node_smi() { local n=$1; shift; "$(node_driver_root "$n")/usr/bin/nvidia-smi" "$@"; }
+
+# plugin_with_args NODE [ARG...]: (re)starts the node's plugin, same profile, with exactly these
+# extra arguments (gpu-plugin.sh up --arg ...). save_plugin_args NODE FILE keeps the current ones
+# for restore_plugin_args NODE FILE (in a teardown).
+plugin_with_args() {
+  local node=$1 a args=()
+  shift
+  for a in "$@"; do args+=(--arg "$a"); done
+  DRA_GPU_PLUGIN_ARGS="" DRA_GPU_PLUGIN_FEATURE_GATES="" "$REPO_ROOT/hack/cluster/gpu-plugin.sh" up \
+    --nodes "$node" --profile "$node=$(cat "$RUN_DIR/$node/gpu-plugin.profile")" "${args[@]}" >&3
+}
+save_plugin_args() { "$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$1" >"$2"; }
+restore_plugin_args() {
+  local saved
+  mapfile -t saved <"$2"
+  plugin_with_args "$1" "${saved[@]}"
+}

@@ -12,7 +12,7 @@ setup_file() {
   make_test_namespace gpu-share
   record_baseline "$GPU_NODE"
   # What the node's plugin runs with now; the consumable-shares test changes it and puts it back.
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE" >"$BATS_FILE_TMPDIR/plugin-args"
+  save_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
   grep -q 'TimeSlicingSettings=true' "$BATS_FILE_TMPDIR/plugin-args" || {
     echo "the plugin on $GPU_NODE runs without TimeSlicingSettings=true (args: $(xargs <"$BATS_FILE_TMPDIR/plugin-args")); run this file through test/e2e/run.sh" >&2
     return 1
@@ -32,14 +32,12 @@ setup() {
 teardown() {
   clean_node "$GPU_NODE"
   if [[ -f $BATS_FILE_TMPDIR/plugin-changed ]]; then
-    restore_plugin
+    restore_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
     rm -f "$BATS_FILE_TMPDIR/plugin-changed"
   fi
 }
 
-# The node's mock driver root on the host, and its fake nvidia-smi.
-driver_root() { echo "$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/../driver-root"; }
-host_smi() { "$(driver_root)/usr/bin/nvidia-smi" "$@"; }
+host_smi() { node_smi "$GPU_NODE" "$@"; }
 # "<compute mode>/<time-slice>" of a GPU, as `nvidia-smi -q` on the host reports it.
 gpu_setting() {
   host_smi -q -i "$1" | awk -F': ' '/Compute Mode/ {m=$2} /Compute Timeslice/ {t=$2} END {print m "/" t}'
@@ -49,19 +47,6 @@ other_policies() {
   local idx
   idx=$(host_smi -L | grep -F "(UUID: $1)" | sed -E 's/^GPU ([0-9]+):.*/\1/')
   host_smi compute-policy -l | grep -v "^GPU $idx "
-}
-
-# (Re)starts the node's plugin with the given extra arguments (gpu-plugin.sh up --arg ...).
-plugin_with_args() {
-  local a args=()
-  for a in "$@"; do args+=(--arg "$a"); done
-  DRA_GPU_PLUGIN_ARGS="" DRA_GPU_PLUGIN_FEATURE_GATES="" "$REPO_ROOT/hack/cluster/gpu-plugin.sh" up \
-    --nodes "$GPU_NODE" --profile "$GPU_NODE=$(cat "$RUN_DIR/$GPU_NODE/gpu-plugin.profile")" "${args[@]}" >&3
-}
-restore_plugin() {
-  local saved
-  mapfile -t saved <"$BATS_FILE_TMPDIR/plugin-args"
-  plugin_with_args "${saved[@]}"
 }
 
 # gpu_config_yaml <interval or "">: the GpuConfig of a claim ("" = no sharing).
@@ -148,7 +133,7 @@ EOF
 
 @test "consumable shares: two claims get the same GPU; equal configs both run, a conflicting one is refused" {
   touch "$BATS_FILE_TMPDIR/plugin-changed"
-  plugin_with_args --feature-gates=TimeSlicingSettings=true,ConsumableShares=true --consumable-shares=memory
+  plugin_with_args "$GPU_NODE" --feature-gates=TimeSlicingSettings=true,ConsumableShares=true --consumable-shares=memory
   # The slice now announces shareable devices with a memory request policy.
   local dev deadline=$((SECONDS + 30))
   until dev=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |
