@@ -61,69 +61,70 @@ DeviceHealthTracker::DeviceHealthTracker(std::string pool, std::vector<std::stri
   for (std::string& d : devices) devices_[std::move(d)];
 }
 
-bool DeviceHealthTracker::SetTaint(State& s, k8s::DeviceTaint taint) {
-  auto [it, inserted] = s.taints.try_emplace(taint.key, taint);
-  if (inserted) return true;
-  if (it->second.value == taint.value && it->second.effect == taint.effect) return false;
-  it->second = std::move(taint);
-  return true;
-}
+namespace {
 
-bool DeviceHealthTracker::OnXid(const std::string& device, uint64_t xid, absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  auto it = devices_.find(device);
-  if (it == devices_.end()) return false;
-  State& s = it->second;
-  const bool ignored = ignored_xids_.contains(xid);
-  bool changed = SetTaint(s, MakeTaint(kTaintXid, absl::StrCat(xid),
-                                       ignored ? "None" : "NoSchedule"));
-  if (!ignored && s.status != HealthStatus::kUnhealthy) {
-    s.status = HealthStatus::kUnhealthy;
-    changed = true;
+// Health only gets worse until the plugin restarts: Healthy, then Unknown, then Unhealthy.
+int Severity(HealthStatus s) {
+  switch (s) {
+    case HealthStatus::kHealthy:
+      return 0;
+    case HealthStatus::kUnknown:
+      return 1;
+    case HealthStatus::kUnhealthy:
+      return 2;
   }
-  if (!ignored) s.message = absl::StrCat("XID ", xid, " (critical) reported by NVML");
-  if (changed) s.updated = now;
-  return changed;
+  return 1;
 }
 
-bool DeviceHealthTracker::OnGpuLost(const std::vector<std::string>& devices, absl::Time now) {
+}  // namespace
+
+bool DeviceHealthTracker::Mark(const std::vector<std::string>& devices,
+                               const k8s::DeviceTaint& taint, std::optional<HealthStatus> status,
+                               const std::string& message, absl::Time now) {
   absl::MutexLock lock(&mu_);
   bool any = false;
   for (const std::string& d : devices) {
     auto it = devices_.find(d);
     if (it == devices_.end()) continue;
     State& s = it->second;
-    bool changed = SetTaint(s, MakeTaint(kTaintGpuLost, "", "NoSchedule"));
-    if (s.status != HealthStatus::kUnhealthy) {
-      s.status = HealthStatus::kUnhealthy;
+    bool changed = false;
+    auto [t, inserted] = s.taints.try_emplace(taint.key, taint);
+    if (!inserted && (t->second.value != taint.value || t->second.effect != taint.effect)) {
+      t->second = taint;
       changed = true;
     }
-    s.message = "the GPU has fallen off the bus or is otherwise inaccessible (NVML: GPU is lost)";
+    changed |= inserted;
+    if (status && Severity(*status) >= Severity(s.status) &&
+        (s.status != *status || s.message != message)) {
+      s.status = *status;
+      s.message = message;
+      changed = true;
+    }
     if (changed) s.updated = now;
     any |= changed;
   }
   return any;
+}
+
+bool DeviceHealthTracker::OnXid(const std::string& device, uint64_t xid, absl::Time now) {
+  if (ignored_xids_.contains(xid)) {
+    return Mark({device}, MakeTaint(kTaintXid, absl::StrCat(xid), "None"), std::nullopt, "", now);
+  }
+  return Mark({device}, MakeTaint(kTaintXid, absl::StrCat(xid), "NoSchedule"),
+              HealthStatus::kUnhealthy, absl::StrCat("XID ", xid, " (critical) reported by NVML"),
+              now);
+}
+
+bool DeviceHealthTracker::OnGpuLost(const std::vector<std::string>& devices, absl::Time now) {
+  return Mark(devices, MakeTaint(kTaintGpuLost, "", "NoSchedule"), HealthStatus::kUnhealthy,
+              "the GPU has fallen off the bus or is otherwise inaccessible (NVML: GPU is lost)",
+              now);
 }
 
 bool DeviceHealthTracker::OnUnmonitored(const std::vector<std::string>& devices,
                                         const std::string& reason, absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  bool any = false;
-  for (const std::string& d : devices) {
-    auto it = devices_.find(d);
-    if (it == devices_.end()) continue;
-    State& s = it->second;
-    bool changed = SetTaint(s, MakeTaint(kTaintUnmonitored, "", "None"));
-    // A device already known to be unhealthy stays so; otherwise its health is unknown.
-    if (s.status == HealthStatus::kHealthy) {
-      s.status = HealthStatus::kUnknown;
-      s.message = absl::StrCat("health is not monitored: ", reason);
-      changed = true;
-    }
-    if (changed) s.updated = now;
-    any |= changed;
-  }
-  return any;
+  return Mark(devices, MakeTaint(kTaintUnmonitored, "", "None"), HealthStatus::kUnknown,
+              absl::StrCat("health is not monitored: ", reason), now);
 }
 
 std::vector<k8s::DeviceTaint> DeviceHealthTracker::Taints(const std::string& device) const {

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -79,7 +80,11 @@ class DeviceHealthTracker {
     std::string message;
     absl::Time updated;
   };
-  bool SetTaint(State& s, k8s::DeviceTaint taint);
+  // Sets `taint` on every known device of `devices` (one taint per key, the latest wins) and,
+  // when `status` is set and not better than the device's health, that health with `message`.
+  bool Mark(const std::vector<std::string>& devices, const k8s::DeviceTaint& taint,
+            std::optional<kubeletplugin::HealthStatus> status, const std::string& message,
+            absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string pool_;
   const std::set<uint64_t> ignored_xids_;

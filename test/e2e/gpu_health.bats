@@ -28,10 +28,7 @@ setup() {
 
 teardown() {
   clean_node "$GPU_NODE"
-  if [[ -f $BATS_FILE_TMPDIR/plugin-changed ]]; then
-    restore_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
-    rm -f "$BATS_FILE_TMPDIR/plugin-changed"
-  fi
+  restore_changed_plugin "$GPU_NODE"
 }
 
 # "<key>=<value>:<effect>" of every taint of a published device (pool/device).
@@ -56,23 +53,6 @@ wait_for() {
     ((SECONDS < deadline)) || { echo "timed out waiting for $what" >&2; return 1; }
     sleep 0.5
   done
-}
-
-# A claim for the one GPU whose uuid attribute is $2.
-claim_for_uuid() {
-  k apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: $1}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly:
-        deviceClassName: gpu.nvidia.com
-        selectors:
-        - cel: {expression: 'device.attributes["gpu.nvidia.com"].uuid == "$2"'}
-EOF
 }
 
 plugin_metric() {
@@ -123,9 +103,7 @@ plugin_metric() {
 }
 
 @test "NVMLDeviceHealthCheck: XIDs taint devices, the kubelet reports the device unhealthy, the scheduler avoids it" {
-  save_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
-  touch "$BATS_FILE_TMPDIR/plugin-changed"
-  plugin_with_args "$GPU_NODE" --feature-gates=TimeSlicingSettings=true,NVMLDeviceHealthCheck=true
+  change_plugin_args "$GPU_NODE" --feature-gates=TimeSlicingSettings=true,NVMLDeviceHealthCheck=true
 
   claim one-gpu
   pod pod1 "$GPU_NODE" "gpu=claim:one-gpu"
@@ -157,8 +135,8 @@ plugin_metric() {
   [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Running ]
 
   # The scheduler does not hand out the NoSchedule-tainted GPU; the None-tainted one is fine.
-  claim_for_uuid want-ok "$ok_uuid"
-  claim_for_uuid want-bad "$bad_uuid"
+  claim want-ok gpu.nvidia.com "selectors: [{cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].uuid == \"$ok_uuid\"'}}]"
+  claim want-bad gpu.nvidia.com "selectors: [{cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].uuid == \"$bad_uuid\"'}}]"
   pod pod-ok "$GPU_NODE" "gpu=claim:want-ok"
   pod pod-bad "$GPU_NODE" "gpu=claim:want-bad"
   wait_pod_phase pod-ok Running 60
@@ -171,7 +149,6 @@ plugin_metric() {
 
   # Taints last until the plugin restarts (an operator's signal that the GPU was looked after).
   k delete pod pod-bad --wait=false
-  restore_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
-  rm -f "$BATS_FILE_TMPDIR/plugin-changed"
+  restore_changed_plugin "$GPU_NODE"
   wait_for 30 "the taints to go" eval '[ -z "$(slice_taints "$used")$(slice_taints "$bad")$(slice_taints "$ok")" ]'
 }

@@ -31,7 +31,7 @@ ${3:+$(sed 's/^/          /' <<<"$3")}
 EOF
 }
 
-# A ResourceClaim (shared by whoever names it).
+# claim <name> [class] [extra YAML under "exactly:"]: a ResourceClaim (shared by whoever names it).
 claim() {
   k apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
@@ -41,7 +41,9 @@ spec:
   devices:
     requests:
     - name: gpu
-      exactly: {deviceClassName: ${2:-gpu.nvidia.com}}
+      exactly:
+        deviceClassName: ${2:-gpu.nvidia.com}
+${3:+$(sed 's/^/        /' <<<"$3")}
 EOF
 }
 
@@ -203,4 +205,19 @@ restore_plugin_args() {
   local saved
   mapfile -t saved <"$2"
   plugin_with_args "$1" "${saved[@]}"
+}
+
+# change_plugin_args NODE [ARG...]: plugin_with_args, after keeping the arguments the node's plugin
+# ran with before the first change of this test file; restore_changed_plugin NODE (in teardown,
+# so also after a failure) puts those back if a test changed them.
+change_plugin_args() {
+  local saved=$BATS_FILE_TMPDIR/plugin-args-$1
+  [[ -f $saved ]] || save_plugin_args "$1" "$saved"
+  touch "$BATS_FILE_TMPDIR/plugin-changed-$1"
+  plugin_with_args "$@"
+}
+restore_changed_plugin() {
+  [[ -f $BATS_FILE_TMPDIR/plugin-changed-$1 ]] || return 0
+  restore_plugin_args "$1" "$BATS_FILE_TMPDIR/plugin-args-$1"
+  rm -f "$BATS_FILE_TMPDIR/plugin-changed-$1"
 }

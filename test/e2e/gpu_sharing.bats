@@ -12,9 +12,8 @@ setup_file() {
   make_test_namespace gpu-share
   record_baseline "$GPU_NODE"
   # What the node's plugin runs with now; the consumable-shares test changes it and puts it back.
-  save_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
-  grep -q 'TimeSlicingSettings=true' "$BATS_FILE_TMPDIR/plugin-args" || {
-    echo "the plugin on $GPU_NODE runs without TimeSlicingSettings=true (args: $(xargs <"$BATS_FILE_TMPDIR/plugin-args")); run this file through test/e2e/run.sh" >&2
+  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE" | grep -q 'TimeSlicingSettings=true' || {
+    echo "the plugin on $GPU_NODE runs without TimeSlicingSettings=true (args: $("$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE" | xargs)); run this file through test/e2e/run.sh" >&2
     return 1
   }
 }
@@ -31,10 +30,7 @@ setup() {
 
 teardown() {
   clean_node "$GPU_NODE"
-  if [[ -f $BATS_FILE_TMPDIR/plugin-changed ]]; then
-    restore_plugin_args "$GPU_NODE" "$BATS_FILE_TMPDIR/plugin-args"
-    rm -f "$BATS_FILE_TMPDIR/plugin-changed"
-  fi
+  restore_changed_plugin "$GPU_NODE"
 }
 
 host_smi() { node_smi "$GPU_NODE" "$@"; }
@@ -132,8 +128,7 @@ EOF
 }
 
 @test "consumable shares: two claims get the same GPU; equal configs both run, a conflicting one is refused" {
-  touch "$BATS_FILE_TMPDIR/plugin-changed"
-  plugin_with_args "$GPU_NODE" --feature-gates=TimeSlicingSettings=true,ConsumableShares=true --consumable-shares=memory
+  change_plugin_args "$GPU_NODE" --feature-gates=TimeSlicingSettings=true,ConsumableShares=true --consumable-shares=memory
   # The slice now announces shareable devices with a memory request policy.
   local dev deadline=$((SECONDS + 30))
   until dev=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |
