@@ -34,6 +34,18 @@ int main(int argc, char** argv) {
       .Required();
   flags.AddString("namespace", "NAMESPACE", &c.namespace_name,
                   "Namespace for MPS control-daemon Deployments.");
+  flags.AddString("image-name", "IMAGE_NAME", &c.image_name,
+                  "Image of the MPS control-daemon pods (the plugin's own image in the Helm "
+                  "chart). Required when the feature gate MPSSupport is enabled; unused without "
+                  "it.");
+  flags.AddString("image-pull-secrets", "IMAGE_PULL_SECRETS", &c.image_pull_secrets,
+                  "Comma-separated image pull secret names for the MPS control-daemon pods.");
+  flags.AddString("image-pull-policy", "IMAGE_PULL_POLICY", &c.image_pull_policy,
+                  "Image pull policy of the MPS control-daemon pods (Always, IfNotPresent, "
+                  "Never); empty: the Kubernetes default.");
+  flags.AddString("service-account-name", "SERVICE_ACCOUNT_NAME", &c.service_account_name,
+                  "Service account of the MPS control-daemon pods; empty: the namespace's "
+                  "default.");
   flags.AddString("cdi-root", "CDI_ROOT", &c.cdi_root,
                   "Directory for the generated per-claim CDI specs (created 0750 if missing).");
   flags

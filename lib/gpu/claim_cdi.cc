@@ -27,8 +27,9 @@ std::string ClaimCdi::DeviceId(const std::string& claim_uid, const std::string& 
   return absl::StrCat(kCdiKind, "=", ClaimDeviceName(claim_uid, device));
 }
 
-absl::StatusOr<cdi::Spec> ClaimCdi::BuildSpec(const std::string& claim_uid,
-                                              const std::vector<PreparedDevice>& devices) const {
+absl::StatusOr<cdi::Spec> ClaimCdi::BuildSpec(
+    const std::string& claim_uid, const std::vector<PreparedDevice>& devices,
+    const std::map<std::string, cdi::ContainerEdits>& device_edits) const {
   cdi::Spec spec;
   spec.kind = kCdiKind;
   spec.container_edits = common_;
@@ -49,12 +50,19 @@ absl::StatusOr<cdi::Spec> ClaimCdi::BuildSpec(const std::string& claim_uid,
     spec.devices.push_back(std::move(device));
   }
   root_->TransformSpec(spec);
+  // After the transform: these host paths are not under the driver root.
+  for (cdi::Device& device : spec.devices) {
+    for (const auto& [name, edits] : device_edits) {
+      if (device.name == ClaimDeviceName(claim_uid, name)) device.container_edits.Append(edits);
+    }
+  }
   return spec;
 }
 
-absl::StatusOr<std::string> ClaimCdi::Write(const std::string& claim_uid,
-                                            const std::vector<PreparedDevice>& devices) const {
-  ASSIGN_OR_RETURN(cdi::Spec spec, BuildSpec(claim_uid, devices));
+absl::StatusOr<std::string> ClaimCdi::Write(
+    const std::string& claim_uid, const std::vector<PreparedDevice>& devices,
+    const std::map<std::string, cdi::ContainerEdits>& device_edits) const {
+  ASSIGN_OR_RETURN(cdi::Spec spec, BuildSpec(claim_uid, devices, device_edits));
   auto path = dir_->Write(claim_uid, std::move(spec));
   if (!path.ok())
     return Annotate(path.status(), absl::StrCat("write CDI spec for claim ", claim_uid));

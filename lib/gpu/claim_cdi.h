@@ -9,6 +9,7 @@
 //
 // Thread-safety: immutable after Create; Write/Remove of different claims may run concurrently.
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,12 +39,16 @@ class ClaimCdi {
   // "k8s.gpu.nvidia.com/claim=<claimUID>-<device>".
   static std::string DeviceId(const std::string& claim_uid, const std::string& device);
 
-  // The spec for a claim, host paths already rewritten.
-  absl::StatusOr<cdi::Spec> BuildSpec(const std::string& claim_uid,
-                                      const std::vector<PreparedDevice>& devices) const;
+  // The spec for a claim, host paths already rewritten. `device_edits` adds edits to the CDI
+  // device of the prepared device with that name (e.g. the MPS pipe directory and /dev/shm);
+  // they are written as given (their host paths are the node's already).
+  absl::StatusOr<cdi::Spec> BuildSpec(
+      const std::string& claim_uid, const std::vector<PreparedDevice>& devices,
+      const std::map<std::string, cdi::ContainerEdits>& device_edits = {}) const;
   // Builds and writes the claim's spec atomically; returns the file path.
-  absl::StatusOr<std::string> Write(const std::string& claim_uid,
-                                    const std::vector<PreparedDevice>& devices) const;
+  absl::StatusOr<std::string> Write(
+      const std::string& claim_uid, const std::vector<PreparedDevice>& devices,
+      const std::map<std::string, cdi::ContainerEdits>& device_edits = {}) const;
   // Removes the claim's spec; a missing file is success.
   absl::Status Remove(const std::string& claim_uid) const;
   // Removes temporary spec files left by a crash mid-write. REQUIRES: the prep lock is held.

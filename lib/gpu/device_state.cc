@@ -14,11 +14,13 @@ namespace {
 
 using checkpoint::ClaimState;
 
-// MPS needs a control daemon per claim that this build does not start yet; reject it clearly
-// instead of handing out a device without the sharing asked for.
-absl::Status CheckSupported(const api::Config& config) {
-  if (api::UsesMps(config)) {
-    return absl::UnimplementedError("MPS sharing is not supported by this version of the plugin");
+absl::Status CheckSupported(const api::Config& config, const FeatureGates& gates) {
+  // The Go driver refuses MPS with DynamicMIG; the gates exclude each other, so this only
+  // matters where they were set without the constraint checks.
+  if (api::UsesMps(config) && gates.Enabled(api::gate::kDynamicMIG)) {
+    return api::ConfigError("sharing.strategy",
+                            "MPS sharing is not supported when the feature gate DynamicMIG is "
+                            "enabled");
   }
   if (std::holds_alternative<api::VfioDeviceConfig>(config)) {
     return absl::UnimplementedError("VFIO passthrough is not supported by this version");
@@ -113,15 +115,31 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
                    ResolveDeviceConfigs(claim, inventory_, options_.driver_name, gates()));
   for (const ConfigGroup& g : groups) {
     RETURN_IF_ERROR(api::CheckConsumableSharesAllowSharing(g.config, options_.consumable_shares));
-    RETURN_IF_ERROR(CheckSupported(g.config));
+    RETURN_IF_ERROR(CheckSupported(g.config, gates()));
   }
+  // Counted from here: the kubelet's timeout started before this call.
+  const absl::Time mps_deadline = options_.clock->Now() + options_.mps_ready_timeout;
 
   std::vector<PreparedDevice> prepared;
   std::vector<const api::Config*> configs;  // parallel to `prepared`
+  // The MPS daemons, and the devices (by name) each one serves.
+  std::vector<std::pair<std::unique_ptr<MpsDaemon>, std::vector<std::string>>> daemons;
   bool time_slicing = false;
   for (const ConfigGroup& g : groups) {
     const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
     time_slicing = time_slicing || interval.has_value();
+    std::optional<MpsDaemonRecord> mps_record;
+    if (const std::optional<api::MpsConfig> mps = MpsConfigOf(g.config)) {
+      if (options_.mps == nullptr) {
+        return absl::InternalError("MPS sharing requested but this plugin cannot start daemons");
+      }
+      ASSIGN_OR_RETURN(MpsDaemonGroup group, MpsGroupFor(uid, *mps, g.devices));
+      ASSIGN_OR_RETURN(std::unique_ptr<MpsDaemon> daemon, options_.mps->Create(std::move(group)));
+      mps_record = daemon->Record();
+      std::vector<std::string> names;
+      for (const k8s::DeviceRequestAllocationResult* r : g.results) names.push_back(r->device);
+      daemons.emplace_back(std::move(daemon), std::move(names));
+    }
     for (size_t i = 0; i < g.results.size(); ++i) {
       const k8s::DeviceRequestAllocationResult& r = *g.results[i];
       const AllocatableDevice& d = *g.devices[i];
@@ -142,6 +160,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
       p.mig = d.mig;
       p.admin_access = r.admin_access.value_or(false);
       if (d.type == DeviceType::kGpu) p.time_slice_applied = interval.has_value();
+      p.mps_daemon = mps_record;
       prepared.push_back(std::move(p));
       configs.push_back(&g.config);
     }
@@ -153,6 +172,11 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
     ASSIGN_OR_RETURN(std::vector<PreparedDevice> partial,
                      PreparedDevicesFromJson(existing->second.prepared_devices));
     RETURN_IF_ERROR(Annotate(ResetTimeSlices(uid, all, partial), "roll back partial prepare"));
+    // Daemons of this plan are kept: Start completes a partial start, and a daemon that was
+    // merely slow (an image pull) gets its chance to become ready.
+    std::set<std::string> keep;
+    for (const auto& [daemon, names] : daemons) keep.insert(daemon->Record().id);
+    RETURN_IF_ERROR(Annotate(StopMpsDaemons(partial, keep), "roll back partial prepare"));
   }
   nlohmann::json allocation = claim.ToJson()["status"]["allocation"];
   auto record = [&](ClaimState state) {
@@ -168,12 +192,13 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
       return absl::OkStatus();
     });
   };
+  if (time_slicing && options_.time_slicing == nullptr) {
+    return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
+  }
+  // Recorded before nvidia-smi runs and before a daemon starts, so that a crash or a failure from
+  // here on is rolled back (by the retried prepare, or by the unprepare of the cleanup).
+  if (time_slicing || !daemons.empty()) RETURN_IF_ERROR(record(ClaimState::kPrepareStarted));
   if (time_slicing) {
-    if (options_.time_slicing == nullptr) {
-      return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
-    }
-    // Recorded before nvidia-smi runs, so that a crash from here on is rolled back.
-    RETURN_IF_ERROR(record(ClaimState::kPrepareStarted));
     for (const ConfigGroup& g : groups) {
       const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
       if (!interval) continue;
@@ -190,6 +215,16 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
     }
   }
 
+  std::map<std::string, cdi::ContainerEdits> device_edits;
+  for (const auto& [daemon, names] : daemons) {
+    RETURN_IF_ERROR(daemon->Start());
+    RETURN_IF_ERROR(daemon->AssertReady(mps_deadline));
+    const cdi::ContainerEdits edits = daemon->ContainerEdits();
+    for (const std::string& name : names) device_edits[name].Append(edits);
+    DRA_INFO("MPS control daemon ready", "claim", uid, "id", daemon->Record().id, "devices",
+             names.size());
+  }
+
   // One CDI device per allocated device: with consumable shares, two requests of the claim may
   // have been given the same device, and CDI device names must be unique within the spec.
   std::vector<PreparedDevice> cdi_devices;
@@ -197,7 +232,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   for (const PreparedDevice& p : prepared) {
     if (in_spec.insert(p.device).second) cdi_devices.push_back(p);
   }
-  RETURN_IF_ERROR(cdi_->Write(uid, cdi_devices).status());
+  RETURN_IF_ERROR(cdi_->Write(uid, cdi_devices, device_edits).status());
   RETURN_IF_ERROR(record(ClaimState::kPrepareCompleted));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
            claim.metadata.name, "devices", prepared.size());
@@ -276,6 +311,22 @@ absl::Status DeviceState::ResetTimeSlices(const std::string& uid, const checkpoi
   return absl::OkStatus();
 }
 
+absl::Status DeviceState::StopMpsDaemons(const std::vector<PreparedDevice>& devices,
+                                         const std::set<std::string>& keep) const {
+  std::set<std::string> done;
+  for (const PreparedDevice& d : devices) {
+    if (!d.mps_daemon || keep.contains(d.mps_daemon->id) || !done.insert(d.mps_daemon->id).second) {
+      continue;
+    }
+    if (options_.mps == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "MPS control daemon ", d.mps_daemon->id, " needs a stop but this plugin has no MPS"));
+    }
+    RETURN_IF_ERROR(options_.mps->Stop(*d.mps_daemon));
+  }
+  return absl::OkStatus();
+}
+
 void DeviceState::CountPreparedDevices(const checkpoint::ClaimMap& claims) {
   std::map<std::string, int> counts;
   for (const auto& [uid, c] : claims) {
@@ -306,10 +357,11 @@ absl::Status DeviceState::Unprepare(const std::string& claim_uid) {
     DRA_VLOG(4, "unprepare: claim not in checkpoint", "claim", claim_uid);
     return absl::OkStatus();
   }
-  // Full GPUs and static MIG devices need no teardown beyond the time-slice; a PrepareStarted
-  // claim's record lists the GPUs its prepare may have changed.
+  // Full GPUs and static MIG devices need no teardown beyond the MPS daemon and the time-slice; a
+  // PrepareStarted claim's record lists the GPUs and daemons its prepare may have changed.
   auto devices = PreparedDevicesFromJson(existing->second.prepared_devices);
   if (devices.ok()) {
+    RETURN_IF_ERROR(StopMpsDaemons(*devices, {}));
     RETURN_IF_ERROR(ResetTimeSlices(claim_uid, all, *devices));
   } else {
     DRA_WARNING("unprepare: unreadable device record; no device teardown", "claim", claim_uid,

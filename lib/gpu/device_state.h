@@ -13,6 +13,13 @@
 // gone), first undoes what the record says may have been done. A crash before the record leaves
 // at most a CDI spec that the retried prepare rewrites or the cleanup removes.
 //
+// MPS (gate MPSSupport, spec 5.11): each config group with strategy MPS gets a control daemon
+// (mps_sharing.h). Its record goes into the checkpoint with the PrepareStarted claim before the
+// daemon starts; prepare then waits until the daemon is ready (options.mps_ready_timeout from the
+// start of Prepare) and adds the daemon's pipe directory and /dev/shm to the CDI devices of the
+// group. A retried prepare keeps (and completes) the daemons the record names; unprepare stops
+// them, and a failure to stop keeps the claim in the checkpoint so that the kubelet retries.
+//
 // Shared GPUs: unprepare resets the time-slice of a GPU only when no other completely prepared
 // claim holds it (consumable shares), so the last claim using a GPU restores it.
 //
@@ -21,17 +28,21 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "lib/api/consumable_shares.h"
 #include "lib/checkpoint/checkpoint.h"
+#include "lib/common/clock.h"
 #include "lib/common/feature_gates.h"
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/inventory.h"
+#include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepared.h"
 #include "lib/gpu/time_slicing.h"
 #include "lib/k8s/objects_resource.h"
@@ -52,9 +63,16 @@ class DeviceState {
     // Sets and resets GPU time-slices. Null: a claim asking for time-slicing fails (Internal), and
     // unprepare cannot reset (FailedPrecondition when a record needs it).
     const TimeSlicing* time_slicing = nullptr;
+    // Starts and stops MPS control daemons. Null: a claim asking for MPS fails (Internal), and
+    // unprepare of a claim whose record names a daemon fails (FailedPrecondition).
+    const MpsDaemons* mps = nullptr;
+    // How long, from the start of Prepare, an MPS daemon may take to become ready: inside the
+    // kubelet's 45 s prepare timeout, so that the error reaches the kubelet.
+    absl::Duration mps_ready_timeout = absl::Seconds(30);
+    Clock* clock = RealClock::Get();
   };
 
-  // `cdi`, `checkpoint`, `gates` and `time_slicing` must outlive this object.
+  // `cdi`, `checkpoint`, `gates`, `time_slicing`, `mps` and `clock` must outlive this object.
   DeviceState(Inventory inventory, const ClaimCdi* cdi, checkpoint::Checkpoint* checkpoint,
               Options options);
 
@@ -84,6 +102,9 @@ class DeviceState {
   // absent with the gate on) and that no other PrepareCompleted claim in `all` holds.
   absl::Status ResetTimeSlices(const std::string& uid, const checkpoint::ClaimMap& all,
                                const std::vector<PreparedDevice>& devices) const;
+  // Stops the MPS daemons recorded in `devices` whose id is not in `keep`.
+  absl::Status StopMpsDaemons(const std::vector<PreparedDevice>& devices,
+                              const std::set<std::string>& keep) const;
   const FeatureGates& gates() const;
 
   const Inventory inventory_;

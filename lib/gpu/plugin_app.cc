@@ -2,7 +2,9 @@
 
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "lib/api/consumable_shares.h"
 #include "lib/api/driver_gates.h"
 #include "lib/checkpoint/checkpoint.h"
@@ -18,6 +20,7 @@
 #include "lib/gpu/driver.h"
 #include "lib/gpu/health_server.h"
 #include "lib/gpu/inventory.h"
+#include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/nvidia_smi.h"
 #include "lib/gpu/slices.h"
 #include "lib/gpu/time_slicing.h"
@@ -48,10 +51,39 @@ absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
                        config.gates != nullptr && config.gates->Enabled("DRAListTypeAttributes")});
 }
 
+// What every MPS control daemon of this plugin shares (spec 1.1, 5.11).
+MpsDaemonEnv MpsEnv(const PluginConfig& config, const std::string& plugin_dir, k8s::Client* client,
+                    const NvidiaSmi* smi) {
+  MpsDaemonEnv env;
+  env.node_name = config.node_name;
+  env.ns = config.namespace_name;
+  env.image = config.image_name;
+  // As the Go driver: commas become spaces, then the words.
+  env.image_pull_secrets =
+      absl::StrSplit(config.image_pull_secrets, absl::ByAnyChar(", \t\n"), absl::SkipEmpty());
+  env.image_pull_policy = std::string(absl::StripAsciiWhitespace(config.image_pull_policy));
+  env.service_account = config.service_account_name;
+  env.host_driver_root = config.nvidia_driver_root;
+  env.container_driver_root = config.container_driver_root;
+  env.plugin_data_dir = plugin_dir;
+  env.feature_gates = config.gates != nullptr ? config.gates->ToString() : "";
+  env.client = client;
+  env.set_compute_mode = [smi](const std::string& uuid, absl::string_view mode) {
+    return smi->Run({"-i", uuid, "-c", std::string(mode)}).status();
+  };
+  return env;
+}
+
 }  // namespace
 
 absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   if (config.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
+  if (config.gates != nullptr && config.gates->Enabled(api::gate::kMPSSupport) &&
+      config.image_name.empty()) {
+    return absl::InvalidArgumentError(
+        "--image-name is required when the feature gate MPSSupport is enabled (the image of the "
+        "MPS control daemon pods)");
+  }
   FeatureGates no_gates;
   ASSIGN_OR_RETURN(api::ConsumableShares shares,
                    api::ParseConsumableShares(config.consumable_shares,
@@ -135,11 +167,16 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   std::unique_ptr<ClaimCdi> cdi = std::move(*cdi_or);
   NvidiaSmi nvidia_smi(root.get(), config.nvidia_smi_timeout);
   TimeSlicing time_slicing(&nvidia_smi);
+  // Also without the gate: unprepare stops the daemons a checkpoint records. Its API calls fail
+  // fast like the claim GETs, inside the kubelet's timeouts.
+  std::unique_ptr<MpsDaemons> mps =
+      MpsDaemons::Real(MpsEnv(config, plugin_dir, claim_client.get(), &nvidia_smi));
   DeviceState state(inventory, cdi.get(), checkpoint.get(),
                     {.pool_name = config.node_name,
                      .gates = config.gates,
                      .consumable_shares = shares,
-                     .time_slicing = &time_slicing});
+                     .time_slicing = &time_slicing,
+                     .mps = mps.get()});
   GpuDriver driver(&state, plugin_dir, &driver_metrics);
   if (auto claims = checkpoint->List(); claims.ok()) state.CountPreparedDevices(*claims);
   driver.RefreshPreparedDevicesGauge();
@@ -189,15 +226,14 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
       server->PublishHealth(health_tracker->HealthList());
     };
     absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> monitor =
-        nvml_library == nullptr
-            ? absl::FailedPreconditionError("NVML is not usable")
-            : DeviceHealthMonitor::Start(nvml_library.get(), inventory, health_tracker.get(),
-                                         report, {});
+        nvml_library == nullptr ? absl::FailedPreconditionError("NVML is not usable")
+                                : DeviceHealthMonitor::Start(nvml_library.get(), inventory,
+                                                             health_tracker.get(), report, {});
     if (monitor.ok()) {
       health_monitor = *std::move(monitor);
     } else {
-      DRA_WARNING("device health monitoring is not possible; devices are marked unmonitored",
-                  "err", monitor.status());
+      DRA_WARNING("device health monitoring is not possible; devices are marked unmonitored", "err",
+                  monitor.status());
       std::vector<std::string> all;
       for (const auto& h : health_tracker->HealthList()) all.push_back(h.device_name);
       health_tracker->OnUnmonitored(all, std::string(monitor.status().message()), absl::Now());

@@ -44,6 +44,13 @@ struct PluginConfig {
   // Comma-separated XIDs that only taint with effect None (gate NVMLDeviceHealthCheck), beyond
   // the built-in 13, 31, 43, 45, 68, 109. Entries that are not unsigned integers are skipped.
   std::string additional_xids_to_ignore;
+  // MPS control daemons (gate MPSSupport): their image (required with the gate), pull secrets
+  // (comma-separated), pull policy ("" = Kubernetes default) and service account ("" = default).
+  // They run in `namespace_name`.
+  std::string image_name;
+  std::string image_pull_secrets;
+  std::string image_pull_policy;
+  std::string service_account_name;
   const FeatureGates* gates = nullptr;
 };
 

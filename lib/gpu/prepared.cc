@@ -31,6 +31,7 @@ nlohmann::json PreparedDevicesToJson(const std::vector<PreparedDevice>& devices)
                         {"pciBusID", d.pci_bus_id}};
     if (d.admin_access) j["adminAccess"] = true;
     if (d.time_slice_applied) j["timeSliceApplied"] = *d.time_slice_applied;
+    if (d.mps_daemon) j["mpsDaemon"] = MpsDaemonRecordToJson(*d.mps_daemon);
     if (d.mig) {
       j["mig"] = {{"uuid", d.mig->uuid},
                   {"parentUUID", d.mig->parent_uuid},
@@ -67,6 +68,11 @@ absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromJson(const nlohma
       d.pci_bus_id = e.value("pciBusID", "");
       d.admin_access = e.value("adminAccess", false);
       if (e.contains("timeSliceApplied")) d.time_slice_applied = e["timeSliceApplied"].get<bool>();
+      if (e.contains("mpsDaemon")) {
+        auto mps = MpsDaemonRecordFromJson(e["mpsDaemon"]);
+        if (!mps.ok()) return mps.status();
+        d.mps_daemon = *std::move(mps);
+      }
       if (e.contains("mig")) {
         const nlohmann::json& m = e["mig"];
         d.mig = MigInfo{.uuid = m.at("uuid"),

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/gpu/inventory.h"
+#include "lib/gpu/mps_daemon.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::gpu {
@@ -30,6 +31,10 @@ struct PreparedDevice {
   // know time-slicing (JSON "timeSliceApplied" omitted); unprepare then resets while the gate
   // TimeSlicingSettings is on, as the Go driver does for a group without the field.
   std::optional<bool> time_slice_applied;
+  // The MPS control daemon of the device's config group (the same record on every device of the
+  // group), from PrepareStarted on: unprepare and rollback stop it. JSON "mpsDaemon", absent when
+  // the device does not share through MPS.
+  std::optional<MpsDaemonRecord> mps_daemon;
 
   friend bool operator==(const PreparedDevice&, const PreparedDevice&) = default;
 };
