@@ -48,6 +48,8 @@ dra_socket() { echo "$NODE_STATE_ROOT/$1/kubelet/plugins/$DRIVER/dra.sock"; }
 
 # The command line for start_component (lib.sh). A host process has one view of the driver root,
 # so the host and container driver roots are the same path; only /proc comes from the mock root.
+# MPS control daemons (gate MPSSupport) run the nodes' workload image, which every node has
+# loaded (never pulled), in the default namespace.
 cmd_gpu_kubelet_plugin() {
   local n=${1%/*} root; root=$(driver_root "${1%/*}")
   CMD_PREFIX=(nsenter --mount="$(node_mntns "$n")" --)
@@ -55,7 +57,8 @@ cmd_gpu_kubelet_plugin() {
     --kubelet-plugins-directory-path=/var/lib/kubelet/plugins
     --kubelet-registrar-directory-path=/var/lib/kubelet/plugins_registry --cdi-root=/var/run/cdi
     --nvidia-driver-root="$root" --container-driver-root="$root" --proc-root="$root/proc"
-    --http-endpoint="127.0.0.1:$(plugin_port "$n")" --v="${DRA_GPU_PLUGIN_VERBOSITY:-2}")
+    --http-endpoint="127.0.0.1:$(plugin_port "$n")" --v="${DRA_GPU_PLUGIN_VERBOSITY:-2}"
+    --namespace=default --image-name="$WORKLOAD_IMAGE" --image-pull-policy=Never)
   local extra
   if [[ -s $(args_file "$n") ]]; then
     mapfile -t extra <"$(args_file "$n")"
@@ -152,7 +155,7 @@ stop_plugin() {
 
 start_plugin() {
   local n=$1 profile=$2 t=$EPOCHREALTIME
-  [[ -x $GPU_PLUGIN_BIN ]] || die "gpu-plugin: no $GPU_PLUGIN_BIN; build it: cmake --build --preset default --target gpu-kubelet-plugin mock_nvml nvidia_smi"
+  [[ -x $GPU_PLUGIN_BIN ]] || die "gpu-plugin: no $GPU_PLUGIN_BIN; build it: cmake --build --preset default --target gpu-kubelet-plugin mock_nvml nvidia_smi nvidia_cuda_mps_control"
   progress "$n: mock driver root $(driver_root "$n") (profile $profile)"
   "$REPO_ROOT/test/doubles/make-driver-root.sh" "$profile" "$(driver_root "$n")" >/dev/null
   echo "$profile" >"$(profile_file "$n")"

@@ -1,0 +1,156 @@
+#!/usr/bin/env bats
+# MPS sharing on a real node (mock h100-8x on node 1, gate MPSSupport): one claim with a GpuConfig
+# of strategy MPS used by two pods. The plugin runs the claim's control daemon as a Deployment in
+# its namespace (default, hack/cluster/gpu-plugin.sh), with the nodes' workload image; the fake
+# nvidia-cuda-mps-control of the node's mock driver root records the settings it was given in
+# <pipe dir>/settings.json and marks the daemon's /dev/shm. The workload containers must see the
+# daemon's pipe directory and the same /dev/shm; the GPU must be Exclusive_Process while the claim
+# is prepared and Default afterwards. Run through run.sh (it starts the plugins).
+
+setup_file() {
+  load lib
+  load gpu_lib
+  make_test_namespace gpu-mps
+  record_baseline "$GPU_NODE"
+}
+
+teardown_file() {
+  load lib
+  kubectl delete namespace "$E2E_NS" --wait=false >/dev/null 2>&1 || true
+}
+
+setup() {
+  load lib
+  load gpu_lib
+  KUBELET_DIR=$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)
+  MPS_DIR=$KUBELET_DIR/plugins/$DRIVER/mps
+}
+
+teardown() {
+  clean_node "$GPU_NODE"
+  restore_changed_plugin "$GPU_NODE"
+}
+
+# The plugin's gates now, plus MPSSupport.
+plugin_with_mps() {
+  local args gates
+  args=$("$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE")
+  gates=$(sed -n 's/^--feature-gates=//p' <<<"$args" | head -n1)
+  change_plugin_args "$GPU_NODE" --feature-gates="${gates:+$gates,}MPSSupport=true" \
+    $(grep -v '^--feature-gates=' <<<"$args" || true)
+}
+
+compute_mode() { node_smi "$GPU_NODE" -q -i "$1" | awk -F': ' '/Compute Mode/ {print $2}'; }
+
+# mps_claim <name>: a claim for one GPU shared through MPS, 50 % of the threads, 10 GiB pinned.
+mps_claim() {
+  k apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: $1}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com}
+    config:
+    - requests: [gpu]
+      opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: GpuConfig
+          sharing:
+            strategy: MPS
+            mpsConfig: {defaultActiveThreadPercentage: 50, defaultPinnedDeviceMemoryLimit: 10Gi}
+EOF
+}
+
+# What a workload container prints: its GPUs, the MPS pipe variable, the pipe directory and the
+# files in /dev/shm, then END.
+MPS_CMD='nvidia-smi -L; echo PIPE=$CUDA_MPS_PIPE_DIRECTORY; echo PIPEDIR $(ls /tmp/nvidia-mps); echo SHM $(ls /dev/shm); echo END; '"$SLEEP"
+
+wait_end() {
+  local deadline=$((SECONDS + 30))
+  until k logs "$1" 2>/dev/null | grep -qx END; do
+    ((SECONDS < deadline)) || { echo "pod $1 did not print END:" >&2; k logs "$1" >&2; return 1; }
+    sleep 0.3
+  done
+}
+
+@test "an MPS claim shared by two pods: one control daemon with the claim's settings, pipe and /dev/shm in both, exclusive GPU; all gone after" {
+  plugin_with_mps
+  mps_claim mps-gpu
+  pod_yaml pod1 "$GPU_NODE" "gpu=claim:mps-gpu" "" Always "$MPS_CMD" | k apply -f - >/dev/null
+  pod_yaml pod2 "$GPU_NODE" "gpu=claim:mps-gpu" "" Always "$MPS_CMD" | k apply -f - >/dev/null
+  wait_pod_phase pod1 Running 90
+  wait_pod_phase pod2 Running 90
+  wait_end pod1 && wait_end pod2
+  assert_gpus pod1 1
+  assert_gpus pod2 1
+  local uuid uid id log
+  uuid=$(gpu_uuids pod1)
+  [ "$uuid" = "$(gpu_uuids pod2)" ]
+  [ "$uuid" = "$(slice_uuid "$(allocated mps-gpu)")" ]
+
+  # The daemon id: claim UID and the first 5 hex digits of sha256 of the group's UUIDs.
+  uid=$(k get resourceclaim mps-gpu -o jsonpath='{.metadata.uid}')
+  id="$uid-$(printf '%s' "$uuid" | sha256sum | cut -c1-5)"
+  echo "# GPU $uuid, daemon $id" >&3
+  # The checkpoint records it with the claim.
+  [ "$(jq -r --arg u "$uid" '.data.preparedClaims[$u].preparedDevices[0].mpsDaemon.id' \
+    "$KUBELET_DIR/plugins/$DRIVER/checkpoint.json")" = "$id" ]
+
+  # Its Deployment runs, ready, on this node.
+  [ "$(kubectl -n default get deployment "mps-control-daemon-$id" -o jsonpath='{.status.readyReplicas}')" = 1 ]
+  [ "$(kubectl -n default get pods -l "app=mps-control-daemon-$id" -o jsonpath='{.items[*].spec.nodeName}')" = "$GPU_NODE" ]
+
+  # Both containers: the pipe variable, the daemon's control socket, and its /dev/shm marker.
+  for p in pod1 pod2; do
+    log=$(k logs "$p")
+    grep -qx 'PIPE=/tmp/nvidia-mps' <<<"$log"
+    grep -E '^PIPEDIR ' <<<"$log" | grep -qw control
+    grep -E '^SHM ' <<<"$log" | grep -qE 'nvidia-mps-control-daemon\.[0-9]+'
+  done
+
+  # What the daemon was told, as the fake recorded it on the host.
+  local settings=$MPS_DIR/$id/pipe/settings.json
+  echo "# $(jq -c 'del(.pid)' "$settings")" >&3
+  [ "$(jq -r '.defaultActiveThreadPercentage' "$settings")" = 50 ]
+  [ "$(jq -r --arg u "$uuid" '.defaultDevicePinnedMemLimits[$u]' "$settings")" = 10240M ]
+  [ "$(jq -c '.defaultDevicePinnedMemLimits | keys' "$settings")" = "[\"$uuid\"]" ]
+  [ "$(jq -c '.visibleDevices' "$settings")" = "[\"$uuid\"]" ]
+  [ "$(jq -r '.multiUser' "$settings")" = false ]
+  [ "$(compute_mode "$uuid")" = Exclusive_Process ]
+
+  # After the pods and the claim: no Deployment, no daemon pod, no directory, compute mode back.
+  k delete pods pod1 pod2 --wait=false >/dev/null
+  k delete resourceclaim mps-gpu --wait=false >/dev/null
+  clean_node "$GPU_NODE"
+  run kubectl -n default get deployment "mps-control-daemon-$id"
+  [ "$status" -ne 0 ]
+  [[ $output == *NotFound* || $output == *"not found"* ]]
+  [ -z "$(kubectl -n default get pods -l "app=mps-control-daemon-$id" -o name)" ]
+  [ ! -e "$MPS_DIR/$id" ]
+  [ "$(compute_mode "$uuid")" = Default ]
+}
+
+@test "without the MPSSupport gate an MPS claim is refused with the gate's message" {
+  local args
+  args=$("$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE")
+  if grep -q 'MPSSupport=true' <<<"$args"; then
+    change_plugin_args "$GPU_NODE" $(sed 's/,\?MPSSupport=true//' <<<"$args")
+  fi
+  mps_claim mps-off
+  pod_yaml pod1 "$GPU_NODE" "gpu=claim:mps-off" "" Always "$MPS_CMD" | k apply -f - >/dev/null
+  local deadline=$((SECONDS + 60)) events=""
+  until grep -q 'MPSSupport' <<<"$events"; do
+    ((SECONDS < deadline)) || { echo "no event names the gate; events: $events" >&2; k describe pod pod1 >&2; return 1; }
+    sleep 1
+    events=$(k get events --field-selector involvedObject.name=pod1 -o json | jq -r '.items[].message')
+  done
+  echo "# $(grep -m1 MPSSupport <<<"$events")" >&3
+  grep -q '"MPS" is selected as the GPU sharing strategy, but the "MPSSupport" feature gate is not enabled' <<<"$events"
+  [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Pending ]
+  [ -z "$(kubectl -n default get deployments -o name | grep "mps-control-daemon-$(k get resourceclaim mps-off -o jsonpath='{.metadata.uid}')" || true)" ]
+}
