@@ -772,6 +772,20 @@ TEST_F(DeviceStateTest, MpsOnAMigDeviceHasNoComputeModeToSet) {
   EXPECT_EQ(mps_->calls.back(), "stop " + MpsDaemonId("uid-m", {mig->mig->uuid}));
 }
 
+// The gates exclude each other; a gate set that skipped the checks still gets no MPS daemon.
+TEST_F(DeviceStateTest, MpsIsRejectedWithDynamicMig) {
+  Init("h100-8x");
+  ASSERT_TRUE(gates_->SetWithoutConstraintChecks("MPSSupport=true,DynamicMIG=true").ok());
+  Reopen();
+  auto r = state_->Prepare(Claim("uid-1", {"gpu-0"}, MpsEntry(nullptr)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(api::IsPermanentConfigError(r.status())) << r.status();
+  EXPECT_THAT(
+      std::string(r.status().message()),
+      HasSubstr("MPS sharing is not supported when the feature gate DynamicMIG is enabled"));
+  EXPECT_TRUE(mps_->groups.empty());
+}
+
 TEST_F(DeviceStateTest, MpsWithoutADaemonFactoryIsAnInternalError) {
   Init("h100-8x");
   Configure("MPSSupport=true");
