@@ -83,7 +83,6 @@ class ResponseParser {
   State state_ = State::kStatusLine;
   ResponseHead head_;
   std::string line_;
-  bool line_has_cr_ = false;
   size_t head_bytes_ = 0;
   uint64_t bytes_seen_ = 0;
   uint64_t remaining_ = 0;
