@@ -42,7 +42,7 @@ endfunction()
 #   shared object, so that the binaries map a handful of shared libraries instead of ~80 (their
 #   file-backed pages count in RSS). The C and C++ runtimes and OpenSSL stay shared: the system
 #   updates them (OpenSSL security fixes) and every process shares their pages.
-set(DRA_KEEP_SHARED ssl crypto c m dl pthread rt stdc++ gcc_s atomic curl)
+set(DRA_KEEP_SHARED ssl crypto c m dl pthread rt stdc++ gcc_s atomic)
 
 # Sets `out` to the static archive for shared library `path` (".../libfoo.so[.N]"), or "" when
 # there is none or the library must stay shared.

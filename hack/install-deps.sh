@@ -22,7 +22,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache clang clang-format clang-tidy lld
   # C++ libraries
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libssl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # NVIDIA's official nvml.h (non-free), read only by the NVML ABI conformance test
   libnvidia-ml-dev

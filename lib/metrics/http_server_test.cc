@@ -1,6 +1,11 @@
 #include "lib/metrics/http_server.h"
 
-#include <curl/curl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -13,18 +18,35 @@ struct Got {
   std::string body;
 };
 
+// One GET over a fresh loopback connection; the server answers with Connection: close, so the
+// body is everything after the header. code 0: no answer or no status line.
 Got Fetch(const std::string& url) {
   Got got;
-  CURL* c = curl_easy_init();
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(
-      c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-        static_cast<std::string*>(u)->append(d, s * n);
-        return s * n;
-      });
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &got.body);
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &got.code);
-  curl_easy_cleanup(c);
+  // url: "http://127.0.0.1:<port><path>"
+  const std::string rest = url.substr(std::string("http://127.0.0.1:").size());
+  const size_t slash = rest.find('/');
+  const int port = std::atoi(rest.substr(0, slash).c_str());
+  const std::string path = rest.substr(slash);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request =
+        "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) response.append(buf, n);
+    }
+  }
+  ::close(fd);
+  const size_t header_end = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.1 ", 0) == 0 && header_end != std::string::npos) {
+    got.code = std::atol(response.c_str() + 9);
+    got.body = response.substr(header_end + 4);
+  }
   return got;
 }
 
