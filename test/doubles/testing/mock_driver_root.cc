@@ -90,8 +90,26 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
   return result;
 }
 
+namespace {
+
+// Programs run against a mock root (the plugin's nvidia-smi runs) get the mock library through
+// LD_PRELOAD. In a sanitizer build both are instrumented, and ASan refuses to start when a
+// preloaded library comes before its runtime; children of this test process may do that.
+void AllowPreloadedMockInChildren() {
+#if defined(__SANITIZE_ADDRESS__)
+  const char* current = std::getenv("ASAN_OPTIONS");
+  std::string options = current != nullptr ? current : "";
+  if (options.find("verify_asan_link_order") != std::string::npos) return;
+  options += options.empty() ? "verify_asan_link_order=0" : ":verify_asan_link_order=0";
+  ::setenv("ASAN_OPTIONS", options.c_str(), 1);
+#endif
+}
+
+}  // namespace
+
 absl::Status MakeMockDriverRoot(std::string_view profile, const std::string& dir,
                                 bool reset_state) {
+  AllowPreloadedMockInChildren();
   std::vector<std::string> argv = {
       MakeDriverRootScript(), "--lib",         MockNvmlLibraryPath(), "--smi",
       FakeNvidiaSmiPath(),    "--mps-control", FakeMpsControlPath()};

@@ -45,7 +45,9 @@ struct CommandResult {
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          const std::map<std::string, std::string>& env = {});
 
-// Runs make-driver-root.sh `profile` `dir` (with --reset-state when `reset_state`). `profile` is
+// Runs make-driver-root.sh `profile` `dir` (with --reset-state when `reset_state`). In ASan builds
+// it also adds verify_asan_link_order=0 to ASAN_OPTIONS, so that programs this process starts with
+// the mock library in LD_PRELOAD (nvidia-smi as the plugin runs it) can start. `profile` is
 // a name under test/doubles/profiles ("h100-8x", "a100-mig-4x", "t4-2x", "gb200-4x") or a path.
 absl::Status MakeMockDriverRoot(std::string_view profile, const std::string& dir,
                                 bool reset_state = true);
