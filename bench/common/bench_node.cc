@@ -1,0 +1,156 @@
+#include "bench/common/bench_node.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "lib/k8s/objects_core.h"
+#include "lib/k8s/objects_resource.h"
+#include "test/support/cluster_env.h"
+
+namespace dra::bench {
+namespace {
+
+namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+
+constexpr char kNamespace[] = "default";
+
+}  // namespace
+
+void Die(const std::string& what) {
+  std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, what.c_str());
+  std::exit(1);
+}
+
+BenchNode::BenchNode(Options options) : options_(std::move(options)) {
+  auto rest = Check(k8s::LoadKubeconfig(testing::AdminKubeconfig()),
+                    "kubeconfig (start the cluster with hack/cluster/up.sh)");
+  client_ = Check(k8s::Client::Create(rest, {.qps = 0}), "client");
+  const std::string root = tmp_.path() + "/driver-root";
+  if (auto s = testing::MakeMockDriverRoot("h100-8x", root); !s.ok()) Die(std::string(s.message()));
+  const std::string kubelet = tmp_.path() + "/kubelet";
+  std::system(absl::StrCat("mkdir -p ", kubelet, "/plugins ", kubelet, "/registry").c_str());
+  node_ = absl::StrCat(options_.node_prefix, "-", getpid());
+  Check(client_->Create(k8s::Node::kResource, "",
+                        {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node_}}}}),
+        "create node");
+  // As on a node: CDI specs on tmpfs (/var/run/cdi), the checkpoint on disk under the kubelet's
+  // plugin directory.
+  cdi_root_ = absl::StrCat("/dev/shm/", options_.tool, "-cdi-", getpid());
+  log_ = tmp_.path() + "/plugin.log";
+
+  std::vector<std::string> args = {options_.plugin,
+                                   "--node-name=" + node_,
+                                   "--kubeconfig=" + testing::AdminKubeconfig(),
+                                   "--cdi-root=" + cdi_root_,
+                                   "--nvidia-driver-root=" + root,
+                                   "--container-driver-root=" + root,
+                                   "--proc-root=" + root + "/proc",
+                                   "--kubelet-plugins-directory-path=" + kubelet + "/plugins",
+                                   "--kubelet-registrar-directory-path=" + kubelet + "/registry"};
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const absl::Time start = absl::Now();
+  pid_ = fork();
+  if (pid_ == 0) {
+    if (std::freopen(log_.c_str(), "w", stderr) == nullptr) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  for (;;) {
+    auto list = client_->List(k8s::ResourceSlice::kResource, "",
+                              {.field_selector = "spec.nodeName=" + node_});
+    if (list.ok() && !(*list)["items"].empty()) break;
+    if (absl::Now() - start > absl::Seconds(30)) Die("no ResourceSlice within 30s; log " + log_);
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  time_to_slices_ = absl::Now() - start;
+  stub_ = drapb::DRAPlugin::NewStub(
+      grpc::CreateChannel("unix://" + kubelet + "/plugins/gpu.nvidia.com/dra.sock",
+                          grpc::InsecureChannelCredentials()));
+}
+
+BenchNode::~BenchNode() { Stop(); }
+
+void BenchNode::Stop() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  std::system(("rm -rf " + cdi_root_).c_str());
+  for (const std::string& name : claims_) {
+    (void)client_->Delete(k8s::ResourceClaim::kResource, kNamespace, name);
+  }
+  (void)client_->Delete(k8s::Node::kResource, "", node_);
+  auto slices = client_->ListAll(k8s::ResourceSlice::kResource, "",
+                                 {.field_selector = "spec.nodeName=" + node_});
+  if (slices.ok()) {
+    for (const auto& s : (*slices)["items"]) {
+      (void)client_->Delete(k8s::ResourceSlice::kResource, "", s["metadata"]["name"]);
+    }
+  }
+}
+
+std::string BenchNode::CreateAllocatedClaim(int i) {
+  const std::string name = ClaimName(i);
+  nlohmann::json c = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", name}, {"namespace", kNamespace}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
+  auto created = Check(client_->Create(k8s::ResourceClaim::kResource, kNamespace, c), "claim");
+  claims_.push_back(name);
+  created["status"] = {{"allocation",
+                        {{"devices",
+                          {{"results",
+                            {{{"request", "gpu"},
+                              {"driver", "gpu.nvidia.com"},
+                              {"pool", node_},
+                              {"device", absl::StrCat("gpu-", i % 8)}}}}}}}}};
+  auto updated =
+      Check(client_->UpdateStatus(k8s::ResourceClaim::kResource, kNamespace, created), "allocate");
+  return updated["metadata"]["uid"].get<std::string>();
+}
+
+void BenchNode::Prepare(int i, const std::string& uid) {
+  drapb::NodePrepareResourcesRequest req;
+  auto* claim = req.add_claims();
+  claim->set_namespace_(kNamespace);
+  claim->set_name(ClaimName(i));
+  claim->set_uid(uid);
+  drapb::NodePrepareResourcesResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
+  grpc::Status s = stub_->NodePrepareResources(&ctx, req, &resp);
+  if (!s.ok()) Die("NodePrepareResources: " + s.error_message());
+  if (!resp.claims().at(uid).error().empty()) Die("prepare: " + resp.claims().at(uid).error());
+}
+
+void BenchNode::Unprepare(int i, const std::string& uid) {
+  drapb::NodeUnprepareResourcesRequest req;
+  auto* claim = req.add_claims();
+  claim->set_namespace_(kNamespace);
+  claim->set_name(ClaimName(i));
+  claim->set_uid(uid);
+  drapb::NodeUnprepareResourcesResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
+  grpc::Status s = stub_->NodeUnprepareResources(&ctx, req, &resp);
+  if (!s.ok()) Die("NodeUnprepareResources: " + s.error_message());
+  if (!resp.claims().at(uid).error().empty()) Die("unprepare: " + resp.claims().at(uid).error());
+}
+
+}  // namespace dra::bench

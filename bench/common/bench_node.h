@@ -1,0 +1,78 @@
+#pragma once
+
+// What the plugin benchmarks share: a gpu-kubelet-plugin started as a host process for a fresh
+// Node object of the real local API server (hack/cluster/up.sh), with a mock driver root of 8 H100s
+// and its own kubelet directories, plus the kubelet's side of the DRA socket. Not a test helper:
+// on any failure it prints "<program>: <what>" and exits 1.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "lib/k8s/client.h"
+#include "proto/dra/v1/api.grpc.pb.h"
+#include "test/doubles/testing/mock_driver_root.h"
+
+namespace dra::bench {
+
+[[noreturn]] void Die(const std::string& what);
+
+template <typename T>
+T Check(absl::StatusOr<T> v, const std::string& what) {
+  if (!v.ok()) Die(absl::StrCat(what, ": ", v.status().message()));
+  return std::move(*v);
+}
+
+class BenchNode {
+ public:
+  struct Options {
+    std::string tool;         // the benchmark's name (its CDI folder is named after it)
+    std::string plugin;       // path of the gpu-kubelet-plugin binary
+    std::string node_prefix;  // the Node is "<prefix>-<pid>"
+    std::vector<std::string> extra_args;
+  };
+
+  // Creates the Node, starts the plugin and waits (30 s at most) until its ResourceSlices are
+  // visible in the API server.
+  explicit BenchNode(Options options);
+  ~BenchNode();  // Stop()
+  BenchNode(const BenchNode&) = delete;
+  BenchNode& operator=(const BenchNode&) = delete;
+
+  // SIGTERM to the plugin, then deletes the claims made here, the Node, its slices and CDI specs.
+  void Stop();
+
+  pid_t pid() const { return pid_; }
+  const std::string& node() const { return node_; }
+  k8s::Client* client() { return client_.get(); }
+  absl::Duration time_to_slices() const { return time_to_slices_; }
+  const std::string& log_path() const { return log_; }
+
+  // A ResourceClaim "<node>-c<i>" in namespace default, allocated (status written as the
+  // scheduler's binding does) to mock GPU gpu-<i % 8>. Returns its UID.
+  std::string CreateAllocatedClaim(int i);
+  // One NodePrepareResources / NodeUnprepareResources call for that claim, as the kubelet makes.
+  void Prepare(int i, const std::string& uid);
+  void Unprepare(int i, const std::string& uid);
+
+ private:
+  std::string ClaimName(int i) const { return absl::StrCat(node_, "-c", i); }
+
+  const Options options_;
+  testing::TempDir tmp_;
+  std::string node_;
+  std::string log_;
+  std::string cdi_root_;
+  std::unique_ptr<k8s::Client> client_;
+  std::unique_ptr<::k8s::io::kubelet::pkg::apis::dra::v1::DRAPlugin::Stub> stub_;
+  std::vector<std::string> claims_;
+  pid_t pid_ = -1;
+  absl::Duration time_to_slices_;
+};
+
+}  // namespace dra::bench
