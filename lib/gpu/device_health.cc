@@ -210,8 +210,7 @@ absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> DeviceHealthMonitor::Start(
 }
 
 DeviceHealthMonitor::DeviceHealthMonitor(
-    nvml::Session session, nvml::EventSet events,
-    std::map<DevicePlacement, std::string> placements,
+    nvml::Session session, nvml::EventSet events, std::map<DevicePlacement, std::string> placements,
     std::map<std::string, std::vector<std::string>> devices_by_gpu, DeviceHealthTracker* tracker,
     OnChange on_change, Options options)
     : session_(std::move(session)),
@@ -231,7 +230,8 @@ void DeviceHealthMonitor::Stop() {
 
 std::vector<std::string> DeviceHealthMonitor::AllDevices() const {
   std::vector<std::string> all;
-  for (const auto& [gpu, names] : devices_by_gpu_) all.insert(all.end(), names.begin(), names.end());
+  for (const auto& [gpu, names] : devices_by_gpu_)
+    all.insert(all.end(), names.begin(), names.end());
   return all;
 }
 
@@ -241,7 +241,8 @@ void DeviceHealthMonitor::Loop() {
     return;
   }
   DRA_INFO("device health monitoring started", "gpus", devices_by_gpu_.size());
-  const auto timeout_ms = static_cast<unsigned int>(absl::ToInt64Milliseconds(options_.wait_timeout));
+  const auto timeout_ms =
+      static_cast<unsigned int>(absl::ToInt64Milliseconds(options_.wait_timeout));
   while (!stop_.HasBeenNotified()) {
     absl::StatusOr<nvml::Event> event = events_.Wait(timeout_ms);
     bool changed = false;
@@ -261,8 +262,8 @@ void DeviceHealthMonitor::Loop() {
       DRA_WARNING("device health: the event's GPU has no UUID; treating every GPU as lost", "err",
                   uuid.status());
       changed = tracker_->OnGpuLost(AllDevices(), absl::Now());
-    } else if (auto it = placements_.find(
-                   {*uuid, event->gpu_instance_id, event->compute_instance_id});
+    } else if (auto it =
+                   placements_.find({*uuid, event->gpu_instance_id, event->compute_instance_id});
                it == placements_.end()) {
       DRA_VLOG(4, "device health: event for no published device", "gpu", *uuid, "gi",
                event->gpu_instance_id, "ci", event->compute_instance_id, "xid", event->data);

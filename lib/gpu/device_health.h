@@ -110,9 +110,11 @@ class DeviceHealthMonitor {
   // that backs a device of `inventory` and starts the loop. GPUs whose events cannot be
   // registered make their devices unmonitored (reported through the tracker, not as an error);
   // an error is returned only when no session or event set can be had at all.
-  static absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> Start(
-      const nvml::Nvml* nvml, const Inventory& inventory, DeviceHealthTracker* tracker,
-      OnChange on_change, Options options);
+  static absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> Start(const nvml::Nvml* nvml,
+                                                                    const Inventory& inventory,
+                                                                    DeviceHealthTracker* tracker,
+                                                                    OnChange on_change,
+                                                                    Options options);
   ~DeviceHealthMonitor();  // Stop()
   void Stop();
 

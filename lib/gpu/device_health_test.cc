@@ -171,13 +171,12 @@ class MonitorTest : public ::testing::Test {
     std::vector<std::string> names;
     for (const auto& [placement, name] : DevicePlacements(inventory_)) names.push_back(name);
     tracker_ = std::make_unique<DeviceHealthTracker>("node", names, std::set<uint64_t>{});
-    auto monitor = DeviceHealthMonitor::Start(
-        nvml_.get(), inventory_, tracker_.get(),
-        [this] {
-          absl::MutexLock lock(&mu_);
-          ++changes_;
-        },
-        {.wait_timeout = absl::Milliseconds(100)});
+    auto monitor = DeviceHealthMonitor::Start(nvml_.get(), inventory_, tracker_.get(),
+                                              [this] {
+                                                absl::MutexLock lock(&mu_);
+                                                ++changes_;
+                                              },
+                                              {.wait_timeout = absl::Milliseconds(100)});
     ASSERT_TRUE(monitor.ok()) << monitor.status();
     monitor_ = *std::move(monitor);
   }
@@ -226,7 +225,8 @@ TEST_F(MonitorTest, XidOnFullGpuTaintsThatGpuOnly) {
   ASSERT_TRUE(WaitForChanges(1));
   EXPECT_THAT(TaintStrings(*tracker_, gpu.name), ElementsAre("gpu.nvidia.com/xid=79:NoSchedule"));
   int tainted = 0;
-  for (const AllocatableDevice& d : inventory_.devices) tainted += !tracker_->Taints(d.name).empty();
+  for (const AllocatableDevice& d : inventory_.devices)
+    tainted += !tracker_->Taints(d.name).empty();
   EXPECT_EQ(tainted, 1);
   monitor_->Stop();
 }
