@@ -45,15 +45,12 @@ pod_device_health() {
     '[.status.containerStatuses[]?.allocatedResourcesStatus[]?.resources[]? | select(.resourceID | endswith($suffix)) | .health] | first // ""'
 }
 
-# wait_for <seconds> <description> <command...>: retries the command until it succeeds.
-wait_for() {
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@"; do
-    ((SECONDS < deadline)) || { echo "timed out waiting for $what" >&2; return 1; }
-    sleep 0.5
-  done
+# The node's CheckpointCorrupt events (JSON list) and how many times they were reported.
+corrupt_events() {
+  kubectl get events -A -o json \
+    --field-selector "involvedObject.kind=Node,involvedObject.name=$GPU_NODE,reason=CheckpointCorrupt"
 }
+corrupt_event_count() { corrupt_events | jq '[.items[] | .count // 1] | add // 0'; }
 
 plugin_metric() {
   curl -sf "http://127.0.0.1:$((10280 + 100 * ($(node_idx "$1") - 1)))/metrics" |
@@ -64,9 +61,7 @@ plugin_metric() {
   local dir cp before_events
   dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
   cp="$dir/checkpoint.json"
-  before_events=$(kubectl get events -A -o json \
-    --field-selector "involvedObject.kind=Node,involvedObject.name=$GPU_NODE,reason=CheckpointCorrupt" |
-    jq '[.items[] | .count // 1] | add // 0')
+  before_events=$(corrupt_event_count)
 
   "$REPO_ROOT/hack/cluster/gpu-plugin.sh" stop "$GPU_NODE"
   rm -f "$dir"/checkpoint.json.corrupt-*
@@ -81,14 +76,9 @@ plugin_metric() {
   jq -e '.data.preparedClaims' "$cp" >/dev/null
 
   # The Node carries a Warning event that says what happened and where the file went.
-  local deadline=$((SECONDS + 20)) events
-  while :; do
-    events=$(kubectl get events -A -o json \
-      --field-selector "involvedObject.kind=Node,involvedObject.name=$GPU_NODE,reason=CheckpointCorrupt")
-    (($(jq '[.items[] | .count // 1] | add // 0' <<<"$events") > before_events)) && break
-    ((SECONDS < deadline)) || { echo "no CheckpointCorrupt event; have: $events" >&2; false; }
-    sleep 0.5
-  done
+  wait_for 20 "a CheckpointCorrupt event on $GPU_NODE" eval '(($(corrupt_event_count) > before_events))'
+  local events
+  events=$(corrupt_events)
   jq -e --arg m "$(basename "$moved")" \
     '[.items[] | select(.type == "Warning" and (.message | contains($m)))] | length > 0' <<<"$events"
   [ "$(plugin_metric "$GPU_NODE" nvidia_dra_checkpoint_corruptions_total)" = 1 ]

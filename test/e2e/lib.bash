@@ -40,3 +40,13 @@ wait_pod_phase() {
     sleep 0.5
   done
 }
+
+# wait_for <seconds> <description> <command...>: retries the command until it succeeds.
+wait_for() {
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@"; do
+    ((SECONDS < deadline)) || { echo "timed out waiting for $what" >&2; return 1; }
+    sleep 0.5
+  done
+}
