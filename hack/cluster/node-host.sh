@@ -129,7 +129,8 @@ write_nodes_env() {
       n=$(node_name "$i")
       echo "DRA_NODE_${i}_NAME=$n DRA_NODE_${i}_IP=$(node_ip "$n") DRA_NODE_${i}_SOCKET=$(node_socket "$n")"
       echo "DRA_NODE_${i}_CDI_STATIC_DIR=$(node_cdi_static_dir "$n") DRA_NODE_${i}_CDI_DYNAMIC_DIR=$(node_cdi_dynamic_dir "$n")"
-      echo "DRA_NODE_${i}_KUBELET_DIR=$NODE_STATE_ROOT/$n/kubelet DRA_NODE_${i}_MNTNS=$(node_mntns "$n")"
+      echo "DRA_NODE_${i}_STATE_DIR=$NODE_STATE_ROOT/$n DRA_NODE_${i}_KUBELET_DIR=$NODE_STATE_ROOT/$n/kubelet"
+      echo "DRA_NODE_${i}_MNTNS=$(node_mntns "$n")"
     done
     echo "DRA_PAUSE_IMAGE=$PAUSE_IMAGE DRA_WORKLOAD_IMAGE=$WORKLOAD_IMAGE"
   } >"$f.tmp"

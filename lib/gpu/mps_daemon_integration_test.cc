@@ -3,8 +3,9 @@
 //
 // The node runs in a mount namespace of its own (docs/development.md "Layout"): the kubelet and
 // containerd see /var/lib/kubelet/plugins/gpu.nvidia.com, which on the host is
-// /var/lib/dra-nodes/<node>/kubelet/plugins/gpu.nvidia.com. The plugin runs inside that namespace
-// (gpu-plugin.sh), so this test does the same: it runs mps_daemon_node_tool through
+// <node state dir>/kubelet/plugins/gpu.nvidia.com (nodes.env names the state dir; by default
+// /var/lib/dra-nodes/<node>). The plugin runs inside that namespace (gpu-plugin.sh), so this test
+// does the same: it runs mps_daemon_node_tool through
 // `nsenter --mount=<pin>`, which creates the directories and mounts the tmpfs where containerd
 // resolves the Deployment's hostPath volumes. The test itself reads files through the host path
 // and the mount table through nsenter.
@@ -72,7 +73,10 @@ class MpsDaemonIntegrationTest : public ::testing::Test {
         << "no local node " << kNode << " (start it: hack/cluster/up.sh --nodes 2)";
     ASSERT_FALSE(mntns_.empty());
     ASSERT_FALSE(image_.empty());
-    node_root_ = std::string("/var/lib/dra-nodes/") + kNode;
+    // The node's host folder follows DRA_NODE_STATE_ROOT (hack/cluster/node-lib.sh); nodes.env says
+    // where it is.
+    node_root_ = env["DRA_NODE_1_STATE_DIR"];
+    ASSERT_FALSE(node_root_.empty()) << "nodes.env has no DRA_NODE_1_STATE_DIR (restart the nodes)";
     driver_root_ = node_root_ + "/driver-root";
 
     // The node's mock driver root, as gpu-plugin.sh lays it out; refreshed (keeping its profile
