@@ -43,10 +43,10 @@ if ((fresh)); then
       "run: git clone $ROOT /tmp/dra-fresh-clone && /tmp/dra-fresh-clone/hack/test.sh --fresh" >&2
     exit 2
   }
-  if hack/cluster/status.sh >/dev/null 2>&1; then
-    step "--fresh: stopping the local cluster that runs on the default ports (its state is kept)"
-    hack/cluster/down.sh
-  fi
+  # Also a half-running one: its processes would hold the ports, node addresses and bridges that
+  # do not move with the folders. down.sh is idempotent.
+  step "--fresh: stopping any local cluster on the default ports (its state is kept)"
+  hack/cluster/down.sh
   FRESH_ROOT=$(mktemp -d /var/tmp/dra-fresh.XXXXXX)
   # Node runtime state (sockets, mount namespace pins) stays on a tmpfs, as /run/dra-nodes is.
   FRESH_RUN=$(mktemp -d /run/dra-fresh.XXXXXX)

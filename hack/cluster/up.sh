@@ -48,9 +48,11 @@ ensure_component() {
 # on every up, so that a long-lived cluster never hands tests an expired one.
 write_token_kubeconfig() {
   local kubectl=("$K8S_BIN_DIR/kubectl" --kubeconfig="$KUBECONFIG_PATH") i token
-  # The "default" namespace appears shortly after /readyz (the apiserver's bootstrap controller).
-  for i in $(seq 50); do
+  # The "default" namespace appears shortly after /readyz (the apiserver's bootstrap controller); on
+  # a just-created cluster on a busy machine that can take a while.
+  for i in $(seq $((WAIT_TIMEOUT * 5))); do
     "${kubectl[@]}" get namespace default >/dev/null 2>&1 && break
+    ((i < WAIT_TIMEOUT * 5)) || die "namespace default did not appear within ${WAIT_TIMEOUT}s after the apiserver was ready (see $LOG_DIR/kube-apiserver.log)"
     sleep 0.2
   done
   "${kubectl[@]}" apply -f - >/dev/null <<'EOF'

@@ -249,10 +249,12 @@ TEST_F(MpsDaemonIntegrationTest, NotReadyErrorNamesTheReasonAndStopCleansUp) {
   start.push_back("--image=localhost/dra-no-such-image:v1");
   start.push_back("--claim-uid=" + claim_uid);
   start.push_back("--gpu=" + gpu_);
-  start.push_back("--ready-attempts=4");
+  // About 20 s (backoff 1.5, 3, 6, 10 s): enough for a node's first pod sandbox when this test runs
+  // before any other pod on the node (the order of tests is not fixed).
+  start.push_back("--ready-attempts=5");
   dra::testing::CommandResult started = InNode(start);
   EXPECT_EQ(started.exit_code, 1) << started.output;
-  EXPECT_THAT(started.output, HasSubstr("not ready after 4 attempts"));
+  EXPECT_THAT(started.output, HasSubstr("not ready after 5 attempts"));
   EXPECT_THAT(started.output, HasSubstr("container mps-control-daemon waiting: ErrImageNeverPull"));
   EXPECT_THAT(started.output, HasSubstr("localhost/dra-no-such-image:v1"));
   EXPECT_EQ(ComputeMode(), "Exclusive_Process");  // Start did its part; unprepare undoes it

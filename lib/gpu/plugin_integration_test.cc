@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -233,7 +234,12 @@ TEST_F(PluginIntegrationTest, SchedulerAllocatesAndPrepareWritesTheSpec) {
                              {{"expression",
                                "device.driver == 'gpu.nvidia.com' && "
                                "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}}}}}}}};
-  (void)client_->Create(dra::k8s::DeviceClass::kResource, "", dc);
+  // Created only where it is missing (a fresh cluster), and then removed again, so that the
+  // cluster is left as this test found it: later tests and the e2e apply the real class.
+  const bool created_class = client_->Create(dra::k8s::DeviceClass::kResource, "", dc).ok();
+  absl::Cleanup remove_class = [&] {
+    if (created_class) (void)client_->Delete(dra::k8s::DeviceClass::kResource, "", "gpu.nvidia.com");
+  };
   std::string claim = node_ + "-sched";
   nlohmann::json selector = {
       {"cel",

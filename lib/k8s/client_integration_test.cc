@@ -270,19 +270,28 @@ absl::Status WatchBriefly(Client& client, const std::string& rv) {
 }
 
 TEST_F(ClientIntegrationTest, WatchFromCompactedVersionIsGone) {
-  // The condition is made here, not assumed from the cluster's age: etcd's history is compacted at
-  // its current revision, so revision 1 is gone from storage, and it is also older than the watch
-  // cache's window (which starts where the cache listed, after the API server's own first writes).
-  // Either way the API server answers 410 Expired, which the client must report as Gone.
+  // The condition is made here, not assumed from the cluster's age. A watch is served from the API
+  // server's watch cache, whose window begins at the revision the cache listed at when the server
+  // started: on a just-created cluster that can be revision 1, and watching from it then succeeds.
+  // So: (1) compact etcd at its current revision R, so nothing below R is in storage; (2) restart
+  // the API server, so its caches begin at R or later. A watch from R-1 is then too old on either
+  // path, and the API server's 410 Expired must reach the caller as Gone.
   auto compacted = dra::testing::CompactEtcdNow();
   ASSERT_TRUE(compacted.ok()) << compacted.status();
   ASSERT_GT(*compacted, 1);
-  absl::Status s = WatchBriefly(*client_, "1");
+  ASSERT_EQ(dra::testing::RestartApiServer("restart-apiserver-compaction-test.log"), 0)
+      << "restart-apiserver.sh failed; see " << dra::testing::ClusterDir()
+      << "/logs/restart-apiserver-compaction-test.log";
+
+  absl::Status s = WatchBriefly(*client_, absl::StrCat(*compacted - 1));
   EXPECT_TRUE(IsGone(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("too old")) << s;
 
-  // Control: a watch from the compaction revision itself is within both windows and is served.
-  absl::Status fresh = WatchBriefly(*client_, absl::StrCat(*compacted));
+  // Control: a watch from the newest resourceVersion is within the window and is served.
+  auto list = client_->List(Slices(), "", {.limit = 1});
+  ASSERT_TRUE(list.ok()) << list.status();
+  absl::Status fresh =
+      WatchBriefly(*client_, (*list)["metadata"]["resourceVersion"].get<std::string>());
   EXPECT_TRUE(fresh.ok()) << fresh;
 }
 

@@ -176,9 +176,7 @@ TEST_F(InformerIntegrationTest, NoEventLostOrDuplicatedAcrossApiServerRestart) {
   std::atomic<bool> restart_done{false};
   int restart_rc = -1;
   std::thread restarter([&] {
-    std::string cmd = dra::testing::SourceDir() + "/hack/cluster/restart-apiserver.sh >" +
-                      dra::testing::ClusterDir() + "/logs/restart-apiserver-test.log 2>&1";
-    restart_rc = std::system(cmd.c_str());
+    restart_rc = dra::testing::RestartApiServer("restart-apiserver-test.log");
     restart_done = true;
   });
   // Writes race with the restart: some land before the stop, some wait for the new server.

@@ -53,7 +53,7 @@ corrupt_events() {
 corrupt_event_count() { corrupt_events | jq '[.items[] | .count // 1] | add // 0'; }
 
 plugin_metric() {
-  curl -sf "http://127.0.0.1:$((10280 + 100 * ($(node_idx "$1") - 1)))/metrics" |
+  curl -sf "http://127.0.0.1:$(plugin_port "$1")/metrics" |
     awk -v m="$2" '$1 == m {print $2}'
 }
 

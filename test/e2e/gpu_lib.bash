@@ -13,6 +13,8 @@ k() { kubectl -n "$E2E_NS" "$@"; }
 
 # Index of a node name in nodes.env (dra-node-2 -> 2).
 node_idx() { echo "${1##*-}"; }
+# Where node <name>'s plugin serves /metrics and /healthz: hack/cluster/gpu-plugin.sh's rule.
+plugin_port() { echo $((${DRA_GPU_PLUGIN_PORT:-10280} + 100 * ($(node_idx "$1") - 1))); }
 
 # claim_template <name> [class] [extra YAML under "exactly:"], applied in the test namespace.
 claim_template() {

@@ -18,4 +18,13 @@ inline std::string ExpiredKubeconfig() { return ClusterDir() + "/expired.kubecon
 inline std::string TokenKubeconfig() { return ClusterDir() + "/token.kubeconfig"; }
 inline std::string SourceDir() { return DRA_SOURCE_DIR; }
 
+// Restarts kube-apiserver alone (hack/cluster/restart-apiserver.sh: graceful stop, start, /readyz;
+// etcd keeps every object) with its output in <cluster dir>/logs/<log_name>. Returns the script's
+// exit status (0 on success); on failure the log says why.
+inline int RestartApiServer(const std::string& log_name) {
+  const std::string cmd = SourceDir() + "/hack/cluster/restart-apiserver.sh >" + ClusterDir() +
+                          "/logs/" + log_name + " 2>&1";
+  return std::system(cmd.c_str());
+}
+
 }  // namespace dra::testing
