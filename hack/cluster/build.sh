@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components (kube-apiserver, kube-scheduler, kube-controller-manager,
-# kubelet, kubectl), etcd and containerd (daemon, runc shim, ctr) from the Go module proxy into the
-# cache folder (lib.sh). A component whose binary exists and whose build inputs are unchanged is not
-# rebuilt. Usage: build.sh [all|etcd|k8s|containerd]
+# kubelet, kubectl), etcd, containerd (daemon, runc shim, ctr) and helm from the Go module proxy
+# into the cache folder (lib.sh). A component whose binary exists and whose build inputs are
+# unchanged is not rebuilt. Usage: build.sh [all|etcd|k8s|containerd|helm]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -57,6 +57,12 @@ if [[ $what == all || $what == containerd ]]; then
   build_module containerd "$CONTAINERD_BIN_DIR" \
     "-s -w -X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Package=$pkg" \
     $pkg/cmd/containerd $pkg/cmd/containerd-shim-runc-v2 $pkg/cmd/ctr
+fi
+if [[ $what == all || $what == helm ]]; then
+  pkg=helm.sh/helm/v4
+  grep -q "^require $pkg $HELM_VERSION\$" "$HACK_CLUSTER_DIR/helm/go.mod" ||
+    die "hack/cluster/helm/go.mod does not require $pkg $HELM_VERSION (lib.sh)"
+  build_module helm "$HELM_BIN_DIR" "-s -w -X $pkg/internal/version.version=$HELM_VERSION" $pkg/cmd/helm
 fi
 if [[ $what == all || $what == k8s ]]; then
   build_module k8s "$K8S_BIN_DIR" "$k8s_ldflags" \

@@ -5,11 +5,14 @@ K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
 # The containerd the local nodes run; must match hack/cluster/containerd/go.mod.
 CONTAINERD_VERSION=v2.4.2
+# The Helm that lints, renders and installs the chart; must match hack/cluster/helm/go.mod.
+HELM_VERSION=v4.3.1
 # Builds live outside the source tree so that a fresh clone reuses them and rebuilds are instant.
 DRA_CACHE_DIR=${DRA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dra-driver-nvidia-gpu}
 K8S_BIN_DIR=$DRA_CACHE_DIR/k8s-$K8S_VERSION/bin
 ETCD_BIN_DIR=$DRA_CACHE_DIR/etcd-$ETCD_VERSION/bin
 CONTAINERD_BIN_DIR=$DRA_CACHE_DIR/containerd-$CONTAINERD_VERSION/bin
+HELM_BIN_DIR=$DRA_CACHE_DIR/helm-$HELM_VERSION/bin
 # Runtime state of the local cluster (certificates, etcd data, logs, pids, kubeconfig).
 CLUSTER_DIR=${DRA_CLUSTER_DIR:-/tmp/dra-cluster}
 KUBECONFIG_PATH=$CLUSTER_DIR/admin.kubeconfig
