@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
                     "once per new connection); 0 checks at every new connection.");
   flags.AddLoggingFlags();
   // The webhook reads the gates without the dependency and exclusion checks of the plugins
-  // (spec 1.5): only TimeSlicingSettings and MPSSupport change what it accepts.
+  // (docs/compatibility.md "Feature gates"): only TimeSlicingSettings and MPSSupport change what
+  // it accepts.
   flags.AddCustom(
       "feature-gates", "FEATURE_GATES", "mapStringBool", "",
       [&gates](absl::string_view v) { return gates.SetWithoutConstraintChecks(v); },

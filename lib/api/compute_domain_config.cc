@@ -1,5 +1,5 @@
-// ComputeDomainChannelConfig and ComputeDomainDaemonConfig (spec/compute-domain.md 1.3): decode,
-// validate, encode. Normalize is a no-op for both, as in the Go driver.
+// ComputeDomainChannelConfig and ComputeDomainDaemonConfig (docs/compatibility.md "Opaque
+// configs"): decode, validate, encode. Normalize is a no-op for both, as in the Go driver.
 //
 // allocationMode is not validated (Go does not either: anything but "All" means one channel).
 // An empty domainID is a permanent error here; the Go compute-domain plugin retries it, which

@@ -43,8 +43,9 @@ namespace dra::api {
 // are errors. Null members count as absent, as in Go.
 absl::StatusOr<Config> DecodeStrict(const nlohmann::json& parameters);
 
-// Fills the defaults (spec 3.2-3.5). Idempotent. Does not need the gates: a default that Go
-// only fills with a gate on belongs to a strategy that Validate rejects when the gate is off.
+// Fills the defaults (docs/compatibility.md "Opaque configs"). Idempotent. Does not need the gates:
+// a default that Go only fills with a gate on belongs to a strategy that Validate rejects when the
+// gate is off.
 void Normalize(Config& config);
 
 // Validates a (normally normalized) config against the gates. An un-normalized config does not

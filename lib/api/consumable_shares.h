@@ -1,8 +1,9 @@
 #pragma once
 
-// The GPU plugin's --consumable-shares flag (spec/gpu-driver.md 1.1, 2.8) and the rule it imposes
-// on configs (5.11): with consumable shares a device may be allocated to several claims, and MPS
-// is not supported then (a process can talk to one MPS pipe directory only).
+// The GPU plugin's --consumable-shares flag (docs/compatibility.md "Flags and environment
+// variables" and "ResourceSlices") and the rule it imposes on configs (docs/sharing.md): with
+// consumable shares a device may be allocated to several claims, and MPS is not supported then (a
+// process can talk to one MPS pipe directory only).
 //
 // Values: "disabled" (default), "memory", "unlimited", or a positive integer N (N shares per
 // device). Anything but "disabled" needs the feature gate ConsumableShares. Messages are the Go

@@ -1,7 +1,8 @@
 #pragma once
 
-// The feature gates of the driver (spec/gpu-driver.md section 4), for every binary: the Go driver
-// registers the same set in all of them, and FEATURE_GATES values name gates of both drivers.
+// The feature gates of the driver (docs/compatibility.md "Feature gates"), for every binary: the Go
+// driver registers the same set in all of them, and FEATURE_GATES values name gates of both
+// drivers.
 //
 //   dra::FeatureGates gates;
 //   RETURN_IF_ERROR(dra::api::RegisterDriverFeatureGates(gates));
@@ -54,8 +55,8 @@ struct DriverGate {
   absl::string_view description;
 };
 
-// Every gate RegisterDriverFeatureGates registers, in the order of the spec's table, then the
-// logging gates.
+// Every gate RegisterDriverFeatureGates registers, in the order of the table in
+// docs/compatibility.md "Feature gates", then the logging gates.
 std::span<const DriverGate> DriverGates();
 
 // Registers DriverGates() and the dependency and exclusion rules above into `gates`. Fails

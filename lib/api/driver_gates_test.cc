@@ -24,7 +24,7 @@ struct GateRow {
   bool default_value;
 };
 
-// spec/gpu-driver.md section 4, plus the logging gates the Go registry also holds.
+// docs/compatibility.md "Feature gates", plus the logging gates the Go registry also holds.
 const GateRow kExpectedGates[] = {
     {"TimeSlicingSettings", FeatureStage::kAlpha, false},
     {"MPSSupport", FeatureStage::kAlpha, false},
@@ -123,7 +123,7 @@ const RuleRow kRuleRows[] = {
      "feature gate DynamicMIG is currently mutually exclusive with MPSSupport"},
     {"PassthroughExcludesHealthCheck", "PassthroughSupport=true,NVMLDeviceHealthCheck=true",
      "feature gate PassthroughSupport is currently mutually exclusive with NVMLDeviceHealthCheck"},
-    // Documented as exclusive, not enforced by the Go code (spec 9.4 #1).
+    // Documented as exclusive, not enforced by the Go code (docs/compatibility.md "Feature gates").
     {"MpsWithHealthCheckAllowed", "MPSSupport=true,NVMLDeviceHealthCheck=true", ""},
     {"DynamicMigWithTimeSlicing", "DynamicMIG=true,TimeSlicingSettings=true", ""},
     {"AllSharingGates", "TimeSlicingSettings=true,MPSSupport=true,ConsumableShares=true", ""},

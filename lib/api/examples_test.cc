@@ -1,6 +1,6 @@
-// The public Go driver's demo and documentation examples (spec/gpu-driver.md 9.5), written as the
-// manifests users apply; the opaque parameters are taken from them as the plugin and the webhook
-// see them, and must decode to what the Go driver makes of them.
+// The public Go driver's demo and documentation examples (docs/compatibility.md "Examples"),
+// written as the manifests users apply; the opaque parameters are taken from them as the plugin and
+// the webhook see them, and must decode to what the Go driver makes of them.
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// GpuConfig: decode, normalize, validate, encode (spec/gpu-driver.md 3.2).
+// GpuConfig: decode, normalize, validate, encode (docs/compatibility.md "Opaque configs").
 
 #include <optional>
 #include <string>

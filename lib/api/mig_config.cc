@@ -1,4 +1,4 @@
-// MigDeviceConfig: decode, normalize, validate, encode (spec/gpu-driver.md 3.3).
+// MigDeviceConfig: decode, normalize, validate, encode (docs/compatibility.md "Opaque configs").
 
 #include <string>
 

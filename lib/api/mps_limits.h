@@ -3,7 +3,8 @@
 // MPS pinned device memory limits: from MpsConfig's default and per-device quantities to the MiB
 // values `nvidia-cuda-mps-control` takes ("set_default_device_pinned_mem_limit <uuid> <N>M").
 //
-// Rules of the Go driver (spec 3.2, MpsPerDevicePinnedMemoryLimit.Normalize):
+// Rules of the Go driver's MpsPerDevicePinnedMemoryLimit.Normalize (docs/compatibility.md
+// "Opaque configs"):
 // - a quantity becomes MiB as Value() (whole bytes, rounded up) / 1024 / 1024, truncated; a result
 //   below 1 is an error ("invalid limit: value set too low: <key>: <q>", for the default
 //   "invalid limit: default value set too low: <q>");

@@ -1,9 +1,8 @@
 #pragma once
 
 // The opaque device configuration kinds of API group resource.nvidia.com/v1beta1, as users write
-// them in ResourceClaims and DeviceClasses (spec/gpu-driver.md section 3, spec/compute-domain.md
-// section 1.3). Field names, spellings and defaults are those of the public Go driver, so that its
-// manifests work unchanged.
+// them in ResourceClaims and DeviceClasses (docs/compatibility.md "Opaque configs"). Field names,
+// spellings and defaults are those of the public Go driver, so that its manifests work unchanged.
 //
 // Mapping: a Go pointer field (or an omitempty map) is a std::optional (or a possibly empty
 // std::map); a Go enum-like string is a C++ enum, because decoding (config.h) already rejects
@@ -158,9 +157,10 @@ bool IsGpuDeviceConfig(const Config& config);
 // True when the config asks for MPS (GpuConfig or MigDeviceConfig with strategy MPS).
 bool UsesMps(const Config& config);
 
-// The lowest-precedence configs the plugins start from (spec 3.6): no sharing, and for VFIO the
-// normalized defaults. DefaultVfioDeviceConfig exists only with gate PassthroughSupport, which the
-// caller passes in (kept as a bool so this header does not need the gate registry).
+// The lowest-precedence configs the plugins start from (docs/compatibility.md "Which config applies
+// to which device"): no sharing, and for VFIO the normalized defaults. DefaultVfioDeviceConfig
+// exists only with gate PassthroughSupport, which the caller passes in (kept as a bool so this
+// header does not need the gate registry).
 GpuConfig DefaultGpuConfig();
 MigDeviceConfig DefaultMigDeviceConfig();
 std::optional<VfioDeviceConfig> DefaultVfioDeviceConfig(bool passthrough_support_enabled);

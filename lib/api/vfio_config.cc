@@ -1,4 +1,4 @@
-// VfioDeviceConfig: decode, normalize, validate, encode (spec/gpu-driver.md 3.4).
+// VfioDeviceConfig: decode, normalize, validate, encode (docs/compatibility.md "Opaque configs").
 //
 // No feature gate is checked here, as in the Go driver: VfioDeviceConfig is accepted by every
 // caller (the Go webhook's rejection of it is a bug), and `enableAPIDevice` is not gated by

@@ -16,8 +16,8 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-// The gates and constraints of the Go driver (spec/gpu-driver.md section 4), plus a locked GA and
-// a deprecated gate.
+// The gates and constraints of the Go driver (docs/compatibility.md "Feature gates"), plus a locked
+// GA and a deprecated gate.
 void RegisterDriverGates(FeatureGates& g) {
   using S = FeatureStage;
   ASSERT_TRUE(g.Register("TimeSlicingSettings", {.stage = S::kAlpha}).ok());

@@ -5,7 +5,8 @@
 // device "<claimUID>-<device>" per prepared device (its device nodes: /dev/nvidia<minor>, DRM
 // nodes, and for MIG the two nvidia-caps nodes), and the driver's common edits (control devices,
 // libraries, binaries, firmware, IPC) at spec level. Host paths are rewritten from the plugin's
-// view of the driver root to the host's before writing (spec gpu-driver.md 5.7).
+// view of the driver root to the host's before writing (docs/prepare-flow.md "The claim's CDI
+// spec").
 //
 // Thread-safety: immutable after Create; Write/Remove of different claims may run concurrently.
 

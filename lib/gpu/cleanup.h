@@ -1,9 +1,10 @@
 #pragma once
 
-// Periodic cleanup of prepared state whose claim is gone (spec gpu-driver.md 5.6, improved): every
-// checkpointed claim, in any state, whose ResourceClaim no longer exists or was replaced (another
-// UID under the same name) is unprepared; CDI spec files of claims the checkpoint does not hold
-// (left by a crash between writing the spec and the checkpoint) are removed.
+// Periodic cleanup of prepared state whose claim is gone (docs/prepare-flow.md "Periodic cleanup";
+// more than the Go driver's): every checkpointed claim, in any state, whose ResourceClaim no longer
+// exists or was replaced (another UID under the same name) is unprepared; CDI spec files of claims
+// the checkpoint does not hold (left by a crash between writing the spec and the checkpoint) are
+// removed.
 //
 // Thread-safety: RunOnce from one thread at a time.
 

@@ -1,9 +1,9 @@
 #pragma once
 
-// Which opaque configuration applies to which allocated device of a claim (spec gpu-driver.md
-// 3.6): driver defaults first, then the class configs, then the claim configs, in allocation
-// order; for each result the last config naming its request wins, else the last request-less
-// config of the device's type. Results are grouped by the config they got.
+// Which opaque configuration applies to which allocated device of a claim (docs/compatibility.md
+// "Which config applies to which device"): driver defaults first, then the class configs, then the
+// claim configs, in allocation order; for each result the last config naming its request wins, else
+// the last request-less config of the device's type. Results are grouped by the config they got.
 //
 // Every error here comes from the claim or its classes and cannot heal by retrying: they are
 // marked permanent (api::IsPermanentConfigError).

@@ -1,6 +1,7 @@
 #pragma once
 
-// Device health from NVML events (spec gpu-driver.md 5.14, feature gate NVMLDeviceHealthCheck).
+// Device health from NVML events (docs/compatibility.md "Device health", feature gate
+// NVMLDeviceHealthCheck).
 //
 // DeviceHealthTracker is the state: for every monitored device (full GPUs and static MIG
 // devices), its device taints and its health as the kubelet's DRAResourceHealth stream reports it.

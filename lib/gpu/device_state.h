@@ -1,6 +1,6 @@
 #pragma once
 
-// Prepare and unprepare of GPU and static-MIG claims (spec gpu-driver.md 5.4-5.6, 5.10): resolves
+// Prepare and unprepare of GPU and static-MIG claims (docs/prepare-flow.md): resolves
 // the claim's configs, checks that no device is already held by another prepared claim (or, with
 // consumable shares, that the claims sharing a device configure it alike), applies time-slicing,
 // writes the claim's CDI spec, and records everything in the checkpoint so that unprepare works
@@ -13,7 +13,7 @@
 // gone), first undoes what the record says may have been done. A crash before the record leaves
 // at most a CDI spec that the retried prepare rewrites or the cleanup removes.
 //
-// MPS (gate MPSSupport, spec 5.11): each config group with strategy MPS gets a control daemon
+// MPS (gate MPSSupport, docs/mps.md): each config group with strategy MPS gets a control daemon
 // (mps_sharing.h). Its record goes into the checkpoint with the PrepareStarted claim before the
 // daemon starts; prepare then waits until the daemon is ready (options.mps_ready_timeout from the
 // start of Prepare) and adds the daemon's pipe directory and /dev/shm to the CDI devices of the

@@ -16,7 +16,7 @@
 
 namespace dra::gpu {
 
-// The metrics of spec gpu-driver.md section 8, registered in one registry.
+// The metrics of docs/compatibility.md "Metrics", registered in one registry.
 struct DriverMetrics {
   explicit DriverMetrics(metrics::Registry* registry, const std::string& driver,
                          const std::string& node);

@@ -1,9 +1,9 @@
 #pragma once
 
-// The node's allocatable devices, discovered once at startup from NVML and sysfs (spec
-// gpu-driver.md 2.4-2.6): full GPUs, and the static MIG devices of GPUs with MIG enabled (the
-// parent GPU is then not announced). Each device carries everything prepare needs later (UUIDs,
-// minors, MIG instance ids) plus the ResourceSlice form it is published as.
+// The node's allocatable devices, discovered once at startup from NVML and sysfs
+// (docs/compatibility.md "Devices"): full GPUs, and the static MIG devices of GPUs with MIG enabled
+// (the parent GPU is then not announced). Each device carries everything prepare needs later
+// (UUIDs, minors, MIG instance ids) plus the ResourceSlice form it is published as.
 //
 // Published attributes (bare keys are in the driver's domain gpu.nvidia.com):
 //   full GPU: type="gpu", uuid, productName, brand, architecture (strings);
@@ -118,7 +118,7 @@ absl::StatusOr<std::string> NormalizeSemver(std::string_view version);
 // NVML's CUDA driver version number as semver: 13000 -> "13.0.0", 12040 -> "12.4.0".
 std::string CudaDriverVersionString(int version);
 
-// ResourceSlice limits per device (spec kubelet-and-resource-api.md 3.1).
+// ResourceSlice limits per device (docs/api-facts.md "ResourceSlice limits").
 inline constexpr size_t kMaxAttributesAndCapacities = 32;
 inline constexpr size_t kMaxAttributeValues = 48;  // scalars, list elements and capacities
 inline constexpr size_t kMaxAttributeValueLength = 64;

@@ -1,6 +1,6 @@
 #pragma once
 
-// MIG profile strings and canonical MIG device names (spec gpu-driver.md 2.5).
+// MIG profile strings and canonical MIG device names (docs/compatibility.md "Device names").
 //
 // A profile string is what users see and select on ("1g.5gb", "1c.3g.20gb", "1g.10gb+me"); it is
 // derived from the GPU instance profile *index* (NVML_GPU_INSTANCE_PROFILE_*, which fixes the

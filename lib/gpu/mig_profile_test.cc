@@ -1,5 +1,6 @@
 // Profile strings, the GB rounding, RFC 1123 sanitizing and canonical MIG device names, against
-// the examples of spec gpu-driver.md 2.5 and the profile tables of the shipped mock profiles.
+// the examples of docs/compatibility.md "Device names" and the profile tables of the shipped mock
+// profiles.
 
 #include "lib/gpu/mig_profile.h"
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// The per-claim MPS control daemon (spec gpu-driver.md 5.11): for a group of devices that a claim
+// The per-claim MPS control daemon (docs/mps.md): for a group of devices that a claim
 // shares with strategy MPS, the plugin runs one `nvidia-cuda-mps-control -d` in a Deployment of
 // its own, pinned to this node, and hands the workload containers the daemon's pipe directory and
 // a shared /dev/shm through CDI edits.
@@ -80,7 +80,8 @@ struct MountOps {
   static MountOps Real();
 };
 
-// What every daemon of this plugin shares: the plugin's flags (spec 1.1) and its dependencies.
+// What every daemon of this plugin shares: the plugin's flags (docs/compatibility.md "Flags and
+// environment variables") and its dependencies.
 struct MpsDaemonEnv {
   std::string node_name;                        // --node-name: the daemon pod's nodeName
   std::string ns;                               // --namespace: where the Deployments live

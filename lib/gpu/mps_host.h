@@ -15,7 +15,7 @@ namespace dra::gpu {
 // unit ("MemTotal: 16384000 kB" -> "8192000k"); "65536k" when the file or the line is unusable.
 std::string MpsShmSize(const std::string& meminfo_path);
 
-// The tmpfs options of the daemon's shm (spec 5.11).
+// The tmpfs options of the daemon's shm (docs/mps.md "What the plugin creates, and where").
 std::string MpsShmMountOptions(absl::string_view size);
 
 // Whether `path` is a mount point in this process's mount namespace, from /proc/self/mountinfo

@@ -1,6 +1,6 @@
 #pragma once
 
-// MPS sharing as prepare and unprepare see it (spec gpu-driver.md 5.11): the seam between the
+// MPS sharing as prepare and unprepare see it (docs/mps.md): the seam between the
 // device state and the per-claim control daemons of mps_daemon.h, plus the prepare-time checks
 // of a config group that shares through MPS.
 //

@@ -1,9 +1,9 @@
 #pragma once
 
-// Running the driver root's nvidia-smi (spec gpu-driver.md 5.10): the binary is looked up under
-// the container driver root on every call, and runs with LD_PRELOAD=<the driver root's
-// libnvidia-ml.so.1> so that it talks to the host's driver through the same library the plugin
-// loads, not to one of the plugin image.
+// Running the driver root's nvidia-smi (docs/sharing.md "What the plugin runs"): the binary is
+// looked up under the container driver root on every call, and runs with LD_PRELOAD=<the driver
+// root's libnvidia-ml.so.1> so that it talks to the host's driver through the same library the
+// plugin loads, not to one of the plugin image.
 //
 // RunProgram is the process runner underneath: fork/exec through posix_spawn, never a shell, with
 // a time limit after which the whole process group is killed, and stdout/stderr captured (each

@@ -51,7 +51,7 @@ absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
                        config.gates != nullptr && config.gates->Enabled("DRAListTypeAttributes")});
 }
 
-// What every MPS control daemon of this plugin shares (spec 1.1, 5.11).
+// What every MPS control daemon of this plugin shares (docs/mps.md).
 MpsDaemonEnv MpsEnv(const PluginConfig& config, const std::string& plugin_dir, k8s::Client* client,
                     const NvidiaSmi* smi) {
   MpsDaemonEnv env;
@@ -184,8 +184,9 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   ASSIGN_OR_RETURN(auto publisher,
                    kubeletplugin::SlicePublisher::Create(
                        client.get(), {.driver = kDriverName, .node_name = config.node_name}));
-  // With NVMLDeviceHealthCheck, devices carry the taints their NVML events imply (spec 5.14)
-  // and the kubelet gets their health through the DRAResourceHealth stream.
+  // With NVMLDeviceHealthCheck, devices carry the taints their NVML events imply
+  // (docs/compatibility.md "Device health") and the kubelet gets their health through the
+  // DRAResourceHealth stream.
   std::unique_ptr<DeviceHealthTracker> health_tracker;
   if (config.gates != nullptr && config.gates->Enabled(api::gate::kNVMLDeviceHealthCheck)) {
     std::vector<std::string> monitored;

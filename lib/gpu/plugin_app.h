@@ -1,7 +1,8 @@
 #pragma once
 
 // The gpu-kubelet-plugin process: wiring of discovery, checkpoint, CDI, the kubelet-facing gRPC
-// servers, the ResourceSlice publisher, metrics and cleanup, in the order of DESIGN.md:
+// servers, the ResourceSlice publisher, metrics and cleanup, in the order of docs/architecture.md
+// "Plugin start":
 // NVML -> inventory -> ResourceSlices -> DRA gRPC server -> registration socket.
 //
 // Without a usable NVML (no library, no driver) the plugin still starts: it publishes no devices,

@@ -1,8 +1,9 @@
 #pragma once
 
-// The ResourceSlice content of the GPU driver (spec gpu-driver.md 2.8): one pool named after the
-// node, devices in name order, split into slices of at most 128 devices (the API limit). An empty
-// inventory still publishes one empty slice: "no devices" is a state, "no pool" is not knowing.
+// The ResourceSlice content of the GPU driver (docs/compatibility.md "ResourceSlices"): one pool
+// named after the node, devices in name order, split into slices of at most 128 devices (the API
+// limit). An empty inventory still publishes one empty slice: "no devices" is a state, "no pool" is
+// not knowing.
 //
 // Consumable shares (--consumable-shares, gate ConsumableShares; Kubernetes DRAConsumableCapacity)
 // make full GPUs and MIG devices (not VFIO devices) allocatable to several claims at once:

@@ -1,8 +1,8 @@
 #pragma once
 
 // PCI addresses, and PCI topology facts read from sysfs for the standard device attributes
-// resource.kubernetes.io/pcieRoot and resource.kubernetes.io/numaNode (spec
-// kubelet-and-resource-api.md 2.6, gpu-driver.md 2.6).
+// resource.kubernetes.io/pcieRoot and resource.kubernetes.io/numaNode (docs/api-facts.md
+// "Standard attributes").
 //
 // `sysfs_root` is "/sys" in production and a temporary tree in tests; `pci_bus_id` is the
 // normalized address ("0000:65:00.0"), the name of the entry under <sysfs_root>/bus/pci/devices.

@@ -1,9 +1,9 @@
 #pragma once
 
-// GPU time-slicing (spec gpu-driver.md 5.10, gate TimeSlicingSettings): a full GPU shared by the
-// containers of a claim (or, with consumable shares, of several claims) gets compute mode DEFAULT
-// (any number of processes) and the claim's time-slice interval, set through the driver root's
-// nvidia-smi:
+// GPU time-slicing (docs/sharing.md "Time-slicing", gate TimeSlicingSettings): a full GPU shared
+// by the containers of a claim (or, with consumable shares, of several claims) gets compute mode
+// DEFAULT (any number of processes) and the claim's time-slice interval, set through the driver
+// root's nvidia-smi:
 //
 //   nvidia-smi -i <uuid> -c DEFAULT
 //   nvidia-smi compute-policy -i <uuid> --set-timeslice <0 Default | 1 Short | 2 Medium | 3 Long>

@@ -2,7 +2,7 @@
 
 // SlicePublisher: keeps the ResourceSlices of one driver on one node equal to what the driver
 // wants published, with the generation, naming, ownership and deletion rules of the upstream
-// kubeletplugin helper (spec/kubelet-and-resource-api.md 2.3):
+// kubeletplugin helper (docs/api-facts.md "ResourceSlice publishing"):
 //
 //  * each desired Slice becomes exactly one ResourceSlice named "<hex index>-<driver>-<node>-…"
 //    (generateName), owned by the Node (controller=true), spec.nodeName = the node;

@@ -32,7 +32,8 @@ GpuInstanceProfile ToProfile(unsigned int index, const Info& in) {
   return p;
 }
 
-// The profile "does not exist here" answers that profile scans skip (spec §2.4).
+// The profile "does not exist here" answers that profile scans skip (docs/compatibility.md
+// "Devices").
 bool IsAbsentProfile(const absl::Status& status) {
   return IsNvmlError(status, ReturnCode::kNotSupported) ||
          IsNvmlError(status, ReturnCode::kInvalidArgument);

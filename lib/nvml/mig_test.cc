@@ -99,7 +99,8 @@ TEST_F(NvmlMigTest, A100PreCreatedMigDevices) {
   EXPECT_EQ(attributes.gpu_instance_slice_count, 1u);
   EXPECT_EQ(attributes.memory_size_mb, 4864u);
 
-  // A GPU with MIG on and nothing created (strands, spec §2.4), and lookups that fail.
+  // A GPU with MIG on and nothing created (strands, docs/compatibility.md "Devices"), and lookups
+  // that fail.
   EXPECT_TRUE(Gpu(3).MigDevices()->empty());
   EXPECT_TRUE(IsNvmlError(gpu.GpuInstanceById(9).status(), ReturnCode::kNotFound));
   EXPECT_TRUE(
@@ -242,7 +243,8 @@ TEST_F(NvmlMigTest, HopperTogglesMigWithoutReset) {
   Load("h100-8x");
   Device gpu = Gpu(5);
   EXPECT_FALSE(gpu.MigMode()->current_enabled);
-  // Profiles are visible with MIG off; instances are not (NOT_SUPPORTED, spec §5.9).
+  // Profiles are visible with MIG off; instances are not (NOT_SUPPORTED, docs/compatibility.md
+  // "Devices").
   EXPECT_EQ(gpu.GpuInstanceProfiles()->size(), 7u);
   EXPECT_EQ(gpu.GpuInstanceProfileInfo(0)->name, "MIG 1g.10gb");
   EXPECT_TRUE(IsNvmlError(gpu.GpuInstanceById(1).status(), ReturnCode::kNotSupported));

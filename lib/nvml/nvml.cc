@@ -17,7 +17,7 @@ namespace {
 using internal::AsDevice;
 using internal::Call;
 
-// Directories searched under the driver root, in order (spec §2.1).
+// Directories searched under the driver root, in order (docs/compatibility.md "Driver root").
 constexpr const char* kLibraryDirs[] = {"",
                                         "/usr/lib64",
                                         "/usr/lib/x86_64-linux-gnu",

@@ -7,10 +7,10 @@
 //   ASSIGN_OR_RETURN(std::vector<dra::nvml::Device> gpus, session.Devices());
 //   ASSIGN_OR_RETURN(std::string uuid, gpus[0].Uuid());
 //
-// Nvml owns the dlopen'ed library (found under a driver root in the order of spec §2.1). A Session
-// is one nvmlInitWithFlags ... nvmlShutdown bracket (NVML reference-counts them, so sessions may
-// overlap). Device, MigDevice, GpuInstance and ComputeInstance are cheap copyable values wrapping
-// NVML handles.
+// Nvml owns the dlopen'ed library (found under a driver root in the order of docs/compatibility.md
+// "Driver root"). A Session is one nvmlInitWithFlags ... nvmlShutdown bracket (NVML
+// reference-counts them, so sessions may overlap). Device, MigDevice, GpuInstance and
+// ComputeInstance are cheap copyable values wrapping NVML handles.
 //
 // Lifetimes: every value obtained through an Nvml must not outlive it. Handles are only usable
 // while some session is open; after the last session closes, calls fail with
@@ -83,7 +83,8 @@ class Session {
 
 class Nvml {
  public:
-  // The candidate paths of libnvidia-ml.so.1 under `driver_root`, in search order (spec §2.1):
+  // The candidate paths of libnvidia-ml.so.1 under `driver_root`, in search order
+  // (docs/compatibility.md "Driver root"):
   // <root>/, <root>/usr/lib64, <root>/usr/lib/x86_64-linux-gnu, <root>/usr/lib/aarch64-linux-gnu,
   // <root>/lib64, <root>/lib/x86_64-linux-gnu, <root>/lib/aarch64-linux-gnu.
   static std::vector<std::string> LibrarySearchPaths(std::string_view driver_root);

@@ -25,7 +25,7 @@ enum class Architecture : uint32_t {
 };
 
 // "Kepler" ... "Ada Lovelace", "Hopper", "Blackwell"; "Unknown" for anything else (the strings of
-// the `architecture` device attribute, spec §2.6).
+// the `architecture` device attribute, docs/compatibility.md "Attributes and capacities").
 std::string_view ArchitectureName(Architecture arch);
 
 enum class Brand : int {
@@ -50,7 +50,8 @@ enum class Brand : int {
 
 // "Unknown", "Quadro", "Tesla", "NVS", "Grid", "GeForce", "Titan", "NvidiaVApps", "NvidiaVPC",
 // "NvidiaVCS", "NvidiaVWS", "NvidiaCloudGaming", "QuadroRTX", "NvidiaRTX", "Nvidia",
-// "GeForceRTX", "TitanRTX" (the `brand` device attribute strings, spec §2.6).
+// "GeForceRTX", "TitanRTX" (the `brand` device attribute strings, docs/compatibility.md
+// "Attributes and capacities").
 std::string_view BrandName(Brand brand);
 
 enum class AddressingMode : uint32_t { kNone = 0, kHmm = 1, kAts = 2 };

@@ -1,7 +1,8 @@
 #pragma once
 
-// The admission logic of the webhook (spec/gpu-driver.md section 6) as a pure function over the
-// request's Content-Type and body: no sockets, no TLS, so that it is tested and fuzzed directly.
+// The admission logic of the webhook (docs/webhook.md "What it validates") as a pure function over
+// the request's Content-Type and body: no sockets, no TLS, so that it is tested and fuzzed
+// directly.
 //
 //   AdmissionResult r = HandleAdmissionReview(content_type, body, gates);
 //   // write r.http_code, r.content_type, r.body

@@ -15,7 +15,8 @@
 #                                                                       mock-nvml/materialize.h)
 #
 # Only libnvidia-ml.so.1 is created, no libnvidia-ml.so: the product looks for the .so.1 name
-# only (spec §2.1), and the versioned file behind the link is what a real driver installs.
+# only (docs/compatibility.md "Driver root"), and the versioned file behind the link is what a
+# real driver installs.
 # Device nodes are character devices with the driver's numbers when run as root (195 for
 # nvidia*, the mock's /proc/devices majors for nvidia-uvm and nvidia-caps), else empty files.
 #

@@ -176,7 +176,8 @@ TEST_F(NvidiaSmiTest, Version) {
 }
 
 TEST_F(NvidiaSmiTest, RunsWithThePreloadedLibrary) {
-  // How the product runs it (spec §5.10): some nvidia-smi with LD_PRELOAD=<libnvidia-ml.so.1>.
+  // How the product runs it (docs/sharing.md "What the plugin runs"): some nvidia-smi with
+  // LD_PRELOAD=<libnvidia-ml.so.1>.
   Make("gb200-4x");
   const std::string lib = dir_.path() + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1";
   auto result = dra::testing::RunCommand(

@@ -28,7 +28,8 @@ std::string LibraryPath() {
 
 // The driver root this library serves: $MOCK_NVML_ROOT, else the directory the library was
 // loaded from minus the library directory part (<root>/usr/lib/x86_64-linux-gnu -> <root>), the
-// same directories the product searches (spec §2.1). Inside a container this yields "/".
+// same directories the product searches (docs/compatibility.md "Driver root"). Inside a container
+// this yields "/".
 std::string DiscoverRoot() {
   if (const char* env = std::getenv("MOCK_NVML_ROOT"); env != nullptr && *env != '\0') {
     return env;

@@ -2,8 +2,8 @@
 
 // The fake nvidia-smi's view of NVML: libnvidia-ml.so.1 opened with dlopen and the entry points it
 // calls, plus where the driver root's /dev is. It talks to whatever libnvidia-ml.so.1 it finds,
-// so inside a container it sees the mock mounted there (spec §9.2: the product runs nvidia-smi
-// from the driver root with LD_PRELOAD=<libnvidia-ml.so.1>).
+// so inside a container it sees the mock mounted there (docs/compatibility.md "Driver root": the
+// product runs nvidia-smi from the driver root with LD_PRELOAD=<libnvidia-ml.so.1>).
 //
 // Library search order:
 //   1. a libnvidia-ml.so.1 already in the process (LD_PRELOAD);
