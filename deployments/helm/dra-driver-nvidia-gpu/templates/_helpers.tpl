@@ -1,0 +1,111 @@
+{{/* Names, labels, image and API version shared by every template. */}}
+
+{{/* Chart name, or nameOverride; at most 63 characters. */}}
+{{- define "dra-driver-nvidia-gpu.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* fullnameOverride, else the release name when it already holds the chart name, else
+     <release>-<name>. */}}
+{{- define "dra-driver-nvidia-gpu.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.labels" -}}
+helm.sh/chart: {{ include "dra-driver-nvidia-gpu.chart" . }}
+{{ include "dra-driver-nvidia-gpu.templateLabels" . }}
+{{- end }}
+
+{{/* Labels without the chart version: they go on pod templates, where a version change would
+     roll every pod for nothing. */}}
+{{- define "dra-driver-nvidia-gpu.templateLabels" -}}
+app.kubernetes.io/name: {{ include "dra-driver-nvidia-gpu.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Selector labels; the component (kubelet-plugin, controller, webhook) comes from the caller:
+     include "dra-driver-nvidia-gpu.selectorLabels" (dict "context" . "component" "webhook") */}}
+{{- define "dra-driver-nvidia-gpu.selectorLabels" -}}
+{{- if .context.Values.selectorLabelsOverride -}}
+{{ toYaml .context.Values.selectorLabelsOverride }}
+{{- else -}}
+{{ include "dra-driver-nvidia-gpu.name" .context }}-component: {{ .component }}
+{{- end }}
+{{- end }}
+
+{{- define "dra-driver-nvidia-gpu.fullimage" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default (printf "v%s" .Chart.AppVersion)) }}
+{{- end }}
+
+{{/* Service accounts. */}}
+{{- define "dra-driver-nvidia-gpu.serviceAccountName" -}}
+{{- default (printf "%s-service-account" (include "dra-driver-nvidia-gpu.fullname" .)) .Values.serviceAccount.name }}
+{{- end }}
+{{- define "dra-driver-nvidia-gpu.kubeletPluginServiceAccountName" -}}
+{{- printf "%s-kubeletplugin" (include "dra-driver-nvidia-gpu.serviceAccountName" .) }}
+{{- end }}
+{{- define "dra-driver-nvidia-gpu.controllerServiceAccountName" -}}
+{{- printf "%s-controller" (include "dra-driver-nvidia-gpu.serviceAccountName" .) }}
+{{- end }}
+{{- define "dra-driver-nvidia-gpu.webhookServiceAccountName" -}}
+{{- default (printf "%s-webhook-service-account" (include "dra-driver-nvidia-gpu.fullname" .)) .Values.webhook.serviceAccount.name }}
+{{- end }}
+
+{{/* resource.k8s.io version for DeviceClasses: resourceApiVersion, else the newest served. */}}
+{{- define "dra-driver-nvidia-gpu.resourceApiVersion" -}}
+{{- if .Values.resourceApiVersion }}
+{{- .Values.resourceApiVersion }}
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1/DeviceClass" }}
+{{- "resource.k8s.io/v1" }}
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1beta2/DeviceClass" }}
+{{- "resource.k8s.io/v1beta2" }}
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1beta1/DeviceClass" }}
+{{- "resource.k8s.io/v1beta1" }}
+{{- else }}
+{{- fail "resourceApiVersion: the cluster serves no resource.k8s.io version with DeviceClasses (v1, v1beta2 or v1beta1); enable the DynamicResourceAllocation API, or set resourceApiVersion to one of those (helm template: --api-versions resource.k8s.io/v1/DeviceClass)" }}
+{{- end }}
+{{- end }}
+
+{{/* FEATURE_GATES value: "Name=bool,..." in key order, with a trailing comma. */}}
+{{- define "dra-driver-nvidia-gpu.featureGates" -}}
+{{- range $k, $v := .Values.featureGates }}{{ $k }}={{ $v }},{{ end }}
+{{- end }}
+
+{{/* True ("true") when a feature gate is set to true. */}}
+{{- define "dra-driver-nvidia-gpu.gate" -}}
+{{- if hasKey .context.Values.featureGates .gate }}{{ if eq (toString (index .context.Values.featureGates .gate)) "true" }}true{{ end }}{{ end }}
+{{- end }}
+
+{{/* imagePullSecrets as comma-separated names (entries are {name: x} maps or plain names). */}}
+{{- define "dra-driver-nvidia-gpu.pullSecretNames" -}}
+{{- $names := list }}
+{{- range .Values.imagePullSecrets }}
+{{- if kindIs "map" . }}
+{{- $names = append $names .name }}
+{{- else }}
+{{- $names = append $names . }}
+{{- end }}
+{{- end }}
+{{- join "," $names }}
+{{- end }}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Offline tests of the Helm chart deployments/helm/dra-driver-nvidia-gpu (no cluster needed):
+#
+#   run.sh lint      helm lint with the values of every case
+#   run.sh golden    helm template of every cases/<case>.yaml, compared with golden/<case>.yaml
+#   run.sh bad       every bad/<case>.yaml is refused, with the text of its "# expect:" line in
+#                    the error (the key and what is allowed)
+#   run.sh update    rewrites golden/ from the current chart (review the diff before committing)
+#   run.sh all       lint, golden and bad
+#
+# helm: $DRA_HELM, else the one hack/cluster/build.sh builds ($HELM_BIN_DIR/helm, lib.sh). A
+# missing helm is a failure, not a skip: build it with hack/cluster/build.sh helm.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+source "$root/hack/cluster/lib.sh"
+chart=$root/deployments/helm/dra-driver-nvidia-gpu
+HELM=${DRA_HELM:-$HELM_BIN_DIR/helm}
+# Fixed render context: release, namespace, and the resource API a 1.36 cluster serves.
+RELEASE=dra
+NAMESPACE=nvidia-dra-driver-gpu
+RENDER_ARGS=(--namespace "$NAMESPACE" --kube-version v1.36.0 --api-versions resource.k8s.io/v1/DeviceClass)
+
+say() { printf '[helm-test] %s\n' "$*"; }
+fail() { printf '[helm-test] FAIL: %s\n' "$*" >&2; failed=$((failed + 1)); }
+
+[[ -x $HELM ]] || {
+  printf '[helm-test] FAIL: no helm at %s; build it with hack/cluster/build.sh helm (or set DRA_HELM)\n' "$HELM" >&2
+  exit 1
+}
+failed=0
+
+render() { # <values file>
+  "$HELM" template "$RELEASE" "$chart" "${RENDER_ARGS[@]}" -f "$1" 2>&1
+}
+
+do_lint() {
+  local c out
+  for c in "$here"/cases/*.yaml; do
+    # helm lint has no --api-versions: the resource API is given as a value. It reports a
+    # template's `fail` as an INFO line and passes, so such a line fails here.
+    if out=$("$HELM" lint --strict "$chart" --namespace "$NAMESPACE" --kube-version v1.36.0 \
+      --set resourceApiVersion=resource.k8s.io/v1 -f "$c" 2>&1) && [[ $out != *'funcMap fail'* ]]; then
+      say "lint ok: ${c##*/}"
+    else
+      fail "helm lint with ${c##*/}:"; echo "$out" >&2
+    fi
+  done
+}
+
+do_golden() {
+  local c name out golden
+  for c in "$here"/cases/*.yaml; do
+    name=${c##*/}; golden=$here/golden/$name
+    if ! out=$(render "$c"); then fail "helm template with cases/$name failed:"; echo "$out" >&2; continue; fi
+    if [[ ! -f $golden ]]; then fail "no golden/$name; create it with test/helm/run.sh update"; continue; fi
+    if diff -u "$golden" <(echo "$out") >/tmp/helm-golden-diff.$$; then
+      say "golden ok: $name"
+    else
+      fail "cases/$name renders differently from golden/$name (test/helm/run.sh update rewrites it):"
+      head -n 80 /tmp/helm-golden-diff.$$ >&2
+    fi
+    rm -f /tmp/helm-golden-diff.$$
+  done
+}
+
+do_update() {
+  local c name
+  for c in "$here"/cases/*.yaml; do
+    name=${c##*/}
+    render "$c" >"$here/golden/$name" || { cat "$here/golden/$name" >&2; fail "cases/$name does not render"; }
+    say "wrote golden/$name"
+  done
+}
+
+do_bad() {
+  local c name want out
+  for c in "$here"/bad/*.yaml; do
+    name=${c##*/}
+    want=$(sed -n 's/^# expect: //p' "$c")
+    [[ -n $want ]] || { fail "bad/$name has no '# expect: <text>' line"; continue; }
+    if out=$(render "$c"); then
+      fail "bad/$name was accepted; want an error containing: $want"
+    elif [[ $out != *"$want"* ]]; then
+      fail "bad/$name was refused, but the error lacks '$want':"; echo "$out" >&2
+    else
+      say "refused as expected: $name: $(grep -m1 -F -- "$want" <<<"$out" | sed 's/^ *//')"
+    fi
+  done
+}
+
+case ${1:-all} in
+  lint) do_lint ;;
+  golden) do_golden ;;
+  bad) do_bad ;;
+  update) do_update ;;
+  all) do_lint; do_golden; do_bad ;;
+  *) echo "usage: $0 lint|golden|bad|update|all" >&2; exit 2 ;;
+esac
+if ((failed)); then say "$failed failed"; exit 1; fi
+say "all passed ($("$HELM" version --short 2>/dev/null))"
