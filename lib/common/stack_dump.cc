@@ -96,7 +96,7 @@ absl::Status DumpAllThreadStacks(const std::string& path, int* threads_dumped) {
     std::free(symbols);
   }
   if (threads_dumped != nullptr) *threads_dumped = answered;
-  return WriteFileAtomically(path, text, 0666);
+  return WriteFileAtomically(path, text, 0600);
 }
 
 }  // namespace dra

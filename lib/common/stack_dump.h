@@ -17,8 +17,8 @@ namespace dra {
 // libgcc lazily. Call once at startup, before DumpAllThreadStacks.
 void InstallStackDumpHandler();
 
-// Writes the stacks of all threads to `path` (mode 0666, replaced atomically) and returns how
-// many threads answered within a short timeout.
+// Writes the stacks of all threads to `path` (mode 0600: stacks can show claim data; replaced
+// atomically) and returns how many threads answered within a short timeout.
 absl::Status DumpAllThreadStacks(const std::string& path, int* threads_dumped = nullptr);
 
 }  // namespace dra

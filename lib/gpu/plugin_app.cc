@@ -1,5 +1,8 @@
 #include "lib/gpu/plugin_app.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -88,20 +91,26 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
   ASSIGN_OR_RETURN(api::ConsumableShares shares,
                    api::ParseConsumableShares(config.consumable_shares,
                                               config.gates != nullptr ? *config.gates : no_gates));
-  // SIGUSR2 writes every thread's stack to a file, for debugging a stuck plugin.
+  const std::string plugin_dir = absl::StrCat(config.kubelet_plugins_dir, "/", kDriverName);
+  RETURN_IF_ERROR(MakeDirectories(plugin_dir, 0750));
+  // SIGUSR2 writes every thread's stack to a file, for debugging a stuck plugin: in a directory
+  // of the plugin's own that only root may enter (not a world-writable /tmp, where another user
+  // could plant a link or read the stacks).
+  const std::string debug_dir = absl::StrCat(plugin_dir, "/debug");
+  RETURN_IF_ERROR(MakeDirectories(debug_dir, 0700));
+  if (::chmod(debug_dir.c_str(), 0700) != 0) {
+    return dra::ErrnoToStatus(errno, absl::StrCat("chmod 0700 ", debug_dir));
+  }
   InstallStackDumpHandler();
-  signals->OnUsr2([] {
-    constexpr char kPath[] = "/tmp/gpu-kubelet-plugin-stacks.dump";
+  signals->OnUsr2([path = absl::StrCat(debug_dir, "/thread-stacks.dump")] {
     int threads = 0;
-    absl::Status s = DumpAllThreadStacks(kPath, &threads);
+    absl::Status s = DumpAllThreadStacks(path, &threads);
     if (s.ok()) {
-      DRA_INFO("wrote thread stacks", "path", kPath, "threads", threads);
+      DRA_INFO("wrote thread stacks", "path", path, "threads", threads);
     } else {
       DRA_WARNING("thread stack dump failed", "err", s);
     }
   });
-  const std::string plugin_dir = absl::StrCat(config.kubelet_plugins_dir, "/", kDriverName);
-  RETURN_IF_ERROR(MakeDirectories(plugin_dir, 0750));
   RETURN_IF_ERROR(MakeDirectories(config.cdi_root, 0750));
 
   ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(config.kubeconfig));

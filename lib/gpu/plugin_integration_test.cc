@@ -238,7 +238,8 @@ TEST_F(PluginIntegrationTest, SchedulerAllocatesAndPrepareWritesTheSpec) {
   // cluster is left as this test found it: later tests and the e2e apply the real class.
   const bool created_class = client_->Create(dra::k8s::DeviceClass::kResource, "", dc).ok();
   absl::Cleanup remove_class = [&] {
-    if (created_class) (void)client_->Delete(dra::k8s::DeviceClass::kResource, "", "gpu.nvidia.com");
+    if (created_class)
+      (void)client_->Delete(dra::k8s::DeviceClass::kResource, "", "gpu.nvidia.com");
   };
   std::string claim = node_ + "-sched";
   nlohmann::json selector = {
@@ -364,7 +365,8 @@ TEST_F(PluginIntegrationTest, HealthServiceAndMetricsAreServed) {
 
 TEST_F(PluginIntegrationTest, Sigusr2WritesEveryThreadsStack) {
   StartPlugin("t4-2x");
-  const std::string dump = "/tmp/gpu-kubelet-plugin-stacks.dump";
+  const std::string debug_dir = plugin_->plugins_dir() + "/gpu.nvidia.com/debug";
+  const std::string dump = debug_dir + "/thread-stacks.dump";
   std::filesystem::remove(dump);
   kill(plugin_->pid(), SIGUSR2);
   for (int i = 0; i < 100 && !std::filesystem::exists(dump); ++i) {
@@ -376,6 +378,10 @@ TEST_F(PluginIntegrationTest, Sigusr2WritesEveryThreadsStack) {
   EXPECT_THAT(text.str(),
               ::testing::HasSubstr(absl::StrCat("thread stacks of pid ", plugin_->pid())));
   EXPECT_THAT(text.str(), ::testing::HasSubstr("#0 "));
+  // Only root may read the stacks or enter the directory.
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::status(dump).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(debug_dir).permissions(), fs::perms::owner_all);
   // The plugin keeps serving after the dump.
   std::string uid = AllocatedClaim(node_ + "-s", "gpu-0");
   EXPECT_EQ(Prepare(node_ + "-s", uid), "");
