@@ -12,13 +12,21 @@ source "$ROOT/hack/cluster/lib.sh"
   "$ROOT/hack/cluster/status.sh" >&2 || true
   die "e2e: the cluster and its nodes must be up first: hack/cluster/up.sh --nodes 2"
 }
-(($# > 0)) || set -- "$ROOT"/test/e2e/*.bats
+# helm_install.bats replaces the host-process plugins with the Helm-installed driver for its
+# duration; it runs last, so that a failure to restore them cannot disturb the other files.
+if (($# == 0)); then
+  for f in "$ROOT"/test/e2e/*.bats; do [[ $f == */helm_install.bats ]] || set -- "$@" "$f"; done
+  set -- "$@" "$ROOT/test/e2e/helm_install.bats"
+fi
 
 # The GPU scenarios need the kubelet plugin on the nodes: node 1 with eight mock H100s, node 2
 # with MIG-partitioned A100s, time-slicing enabled (gpu_sharing.bats). A no-op in a second when
-# they already run with these profiles and gates.
-"$ROOT/hack/cluster/gpu-plugin.sh" up --profile h100-8x --profile "${NODE_PREFIX:-dra-node}-2=a100-mig-4x" \
-  --feature-gates "${DRA_GPU_PLUGIN_FEATURE_GATES:-TimeSlicingSettings=true}" ||
+# they already run with these profiles and gates. helm_install.bats starts them again with the
+# same arguments.
+export DRA_E2E_GPU_PLUGIN_UP="--profile h100-8x --profile ${NODE_PREFIX:-dra-node}-2=a100-mig-4x
+  --feature-gates ${DRA_GPU_PLUGIN_FEATURE_GATES:-TimeSlicingSettings=true}"
+# shellcheck disable=SC2086 # the words are gpu-plugin.sh arguments
+"$ROOT/hack/cluster/gpu-plugin.sh" up $DRA_E2E_GPU_PLUGIN_UP ||
   die "e2e: the GPU plugins did not start (hack/cluster/gpu-plugin.sh up)"
 
 out=$(mktemp)

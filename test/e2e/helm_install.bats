@@ -1,0 +1,175 @@
+#!/usr/bin/env bats
+# The driver installed the way operators install it: `helm install` of
+# deployments/helm/dra-driver-nvidia-gpu with the locally built image
+# (hack/cluster/driver-image.sh), instead of the host processes of gpu-plugin.sh. The kubelet
+# plugin runs as a DaemonSet pod on every node, registers with the real kubelet, publishes
+# ResourceSlices and prepares a claim; `helm uninstall` leaves nothing of it behind. Values:
+# test/e2e/helm-values.yaml (docs/helm.md). The file stops the host-process plugins first and
+# starts them again in teardown_file with the arguments run.sh uses ($DRA_E2E_GPU_PLUGIN_UP), so
+# the other scenario files are unaffected; run.sh runs it last.
+#
+# Each node's mock driver root (profile h100-8x) is made under its state folder and bind-mounted
+# at /run/nvidia/driver inside that node's mount namespace only: one nvidiaDriverRoot for the whole
+# DaemonSet, different GPUs per node. The nodes get the label nvidia.com/gpu.present=true, one of
+# those the chart's node affinity accepts (what GPU feature discovery sets on a real node).
+
+RELEASE=dra-e2e
+HELM_NS=dra-driver-e2e
+CHART_ROOT=/run/nvidia/driver
+GPU_LABEL=nvidia.com/gpu.present
+
+setup_file() {
+  load lib
+  load gpu_lib
+  make_test_namespace helm
+}
+
+teardown_file() {
+  load lib
+  load gpu_lib
+  helm_cleanup
+  kubectl delete namespace "$E2E_NS" --wait=false >/dev/null 2>&1 || true
+}
+
+setup() {
+  load lib
+  load gpu_lib
+}
+
+helm() { "$HELM_BIN_DIR/helm" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+nodes() { printf '%s\n' $DRA_NODES; }
+node_count() { nodes | grep -c .; }
+helm_root() { echo "$(node_var "$(node_idx "$1")" KUBELET_DIR)/../helm-driver-root"; }
+in_node() { local n=$1; shift; nsenter --mount="$(node_var "$(node_idx "$n")" MNTNS)" -- "$@"; }
+plugin_pods() { kubectl -n "$HELM_NS" get pods -l dra-driver-nvidia-gpu-component=kubelet-plugin "$@"; }
+
+# Undoes everything the tests may have done, in reverse, then starts the host plugins again.
+helm_cleanup() {
+  local n
+  if [[ -n $(helm -n "$HELM_NS" list -q 2>/dev/null) ]]; then
+    helm -n "$HELM_NS" uninstall "$RELEASE" --wait --timeout 2m >&3 2>&1 || true
+  fi
+  kubectl delete namespace "$HELM_NS" --wait=true --timeout=60s >/dev/null 2>&1 || true
+  for n in $(nodes); do
+    kubectl label node "$n" "$GPU_LABEL-" >/dev/null 2>&1 || true
+    in_node "$n" umount "$CHART_ROOT" 2>/dev/null || true
+    in_node "$n" umount "${CHART_ROOT%/*}" 2>/dev/null || true
+    rm -rf "$(helm_root "$n")"
+  done
+  rmdir "$CHART_ROOT" /run/nvidia 2>/dev/null || true
+  # The slices of the uninstalled driver (the kubelet removes them 30 s after it unregisters).
+  kubectl delete resourceslices --field-selector "spec.driver=$DRIVER" >/dev/null 2>&1 || true
+  # shellcheck disable=SC2086 # the words are gpu-plugin.sh arguments
+  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" up ${DRA_E2E_GPU_PLUGIN_UP:?run helm_install.bats through test/e2e/run.sh} >&3 2>&1
+}
+
+# ready_pods: how many plugin pods are Ready.
+ready_pods() {
+  plugin_pods -o json | jq '[.items[] | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length'
+}
+
+@test "helm install: the kubelet plugin pods are Ready on every node and publish ResourceSlices" {
+  local n
+  [[ -x $HELM_BIN_DIR/helm ]] || { echo "no helm at $HELM_BIN_DIR/helm: hack/cluster/build.sh helm"; false; }
+  # The chart installs the DeviceClasses itself, so the ones gpu-plugin.sh applied must go.
+  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" down >&3
+  kubectl delete deviceclass gpu.nvidia.com mig.nvidia.com vfio.gpu.nvidia.com --ignore-not-found >/dev/null
+  "$REPO_ROOT/hack/cluster/driver-image.sh" import >&3
+  for n in $(nodes); do
+    "$REPO_ROOT/test/doubles/make-driver-root.sh" h100-8x "$(helm_root "$n")" >/dev/null
+    # /run/nvidia becomes a shared mount point of its own in the node's namespace (the host's /
+    # is private here, unlike on a systemd host): HostToContainer propagation needs that.
+    in_node "$n" mkdir -p "$CHART_ROOT"
+    in_node "$n" mount --bind "${CHART_ROOT%/*}" "${CHART_ROOT%/*}"
+    in_node "$n" mount --make-shared "${CHART_ROOT%/*}"
+    in_node "$n" mount --bind "$(helm_root "$n")" "$CHART_ROOT"
+    kubectl label node "$n" "$GPU_LABEL=true" --overwrite >/dev/null
+  done
+
+  helm install "$RELEASE" "$REPO_ROOT/deployments/helm/dra-driver-nvidia-gpu" --namespace "$HELM_NS" \
+    --create-namespace -f "$BATS_TEST_DIRNAME/helm-values.yaml" >/dev/null
+  echo "# helm install $RELEASE into $HELM_NS: $(helm -n "$HELM_NS" status "$RELEASE" -o json | jq -r .info.status)" >&3
+  # Ready = the init step found the driver, the startup probe (gRPC, the plugin's own sockets)
+  # passed.
+  wait_for 120 "$(node_count) Ready kubelet plugin pods" eval '(( $(ready_pods) == $(node_count) ))' || {
+    plugin_pods -o wide; kubectl -n "$HELM_NS" describe pods; false
+  }
+  # One pod per node, on that node.
+  [ "$(plugin_pods -o jsonpath='{.items[*].spec.nodeName}' | tr ' ' '\n' | sort | xargs)" = "$(nodes | sort | xargs)" ]
+  for n in $(nodes); do
+    wait_for 60 "ResourceSlices of $n" eval '(( $(slice_device_count '"$n"') == 8 ))' || {
+      kubectl get resourceslices; kubectl -n "$HELM_NS" logs -l dra-driver-nvidia-gpu-component=kubelet-plugin --tail 30; false
+    }
+    # Metrics and /healthz on the node's address (hostNetwork: one port per node address).
+    curl -sf -m 5 "http://$(node_var "$(node_idx "$n")" IP):8080/metrics" | grep -q 'nvidia_dra_requests_total'
+  done
+  # The chart's objects exist under the chart's names.
+  kubectl get deviceclass gpu.nvidia.com mig.nvidia.com vfio.gpu.nvidia.com >/dev/null
+  kubectl get validatingadmissionpolicy resourceslices-policy-dra-driver-nvidia-gpu >/dev/null
+  kubectl get clusterrole dra-driver-nvidia-gpu-clusterrole-kubeletplugin >/dev/null
+}
+
+@test "a pod with a GPU claim runs on the Helm-installed driver and sees its GPU" {
+  claim_template single-gpu
+  pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase pod1 Running 60
+  wait_log pod1
+  assert_gpus pod1 1
+  local claim devs uid
+  claim=$(claim_of pod1 gpu)
+  devs=$(allocated "$claim")
+  [[ $devs =~ ^$GPU_NODE/gpu-[0-9]+$ ]] || { echo "allocated: $devs"; false; }
+  [ "$(gpu_uuids pod1)" = "$(slice_uuid "$devs")" ]
+  uid=$(k get resourceclaim "$claim" -o jsonpath='{.metadata.uid}')
+  [ -f "$(cdi_spec "$GPU_NODE" "$uid")" ]
+  # The plugin pod prepared it, and unprepares it when the pod goes.
+  kubectl -n "$HELM_NS" logs -l dra-driver-nvidia-gpu-component=kubelet-plugin --tail -1 | grep -q "$uid"
+  k delete pod pod1 --wait=true --timeout=60s >/dev/null
+  wait_for 60 "CDI spec of claim $uid removed" test ! -e "$(cdi_spec "$GPU_NODE" "$uid")"
+}
+
+# A ResourceSlice as the kubelet plugin's service account writes it: the token is bound to the
+# plugin pod on node 1, so it carries that node's name, as the plugin's own token does. The
+# driver name is one no plugin publishes, so no plugin deletes the slice.
+slice_as_plugin() { # <node of spec.nodeName>
+  local pod sa token
+  pod=$(plugin_pods -o json | jq -r --arg n "$GPU_NODE" '.items[] | select(.spec.nodeName == $n) | .metadata.name')
+  sa=$(kubectl -n "$HELM_NS" get pod "$pod" -o jsonpath='{.spec.serviceAccountName}')
+  token=$(kubectl -n "$HELM_NS" create token "$sa" --bound-object-kind Pod --bound-object-name "$pod" --duration 10m)
+  curl -s -m 10 --cacert "$PKI_DIR/ca.crt" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -X POST "https://127.0.0.1:$APISERVER_PORT/apis/resource.k8s.io/v1/resourceslices" -d "$(jq -cn --arg n "$1" \
+      '{apiVersion: "resource.k8s.io/v1", kind: "ResourceSlice", metadata: {name: ("vap-e2e-" + $n)},
+        spec: {driver: "vap-e2e.example.com", nodeName: $n, devices: [],
+               pool: {name: ("vap-e2e-" + $n), generation: 1, resourceSliceCount: 1}}}')"
+}
+
+@test "the ValidatingAdmissionPolicy lets the plugin's account write only its own node's slices" {
+  local out
+  [[ -n $MIG_NODE ]] || skip "needs two nodes"
+  out=$(slice_as_plugin "$MIG_NODE")
+  kubectl delete resourceslice "vap-e2e-$MIG_NODE" --ignore-not-found >/dev/null
+  [[ $(jq -r .code <<<"$out") == 422 && $out == *"resourceslices-policy-dra-driver-nvidia-gpu"* &&
+    $out == *"may only write ResourceSlices with spec.nodeName $GPU_NODE"* ]] || { echo "$out"; false; }
+  out=$(slice_as_plugin "$GPU_NODE")
+  kubectl delete resourceslice "vap-e2e-$GPU_NODE" --ignore-not-found >/dev/null
+  [[ $(jq -r .kind <<<"$out") == ResourceSlice ]] || { echo "$out"; false; }
+}
+
+@test "helm uninstall leaves no plugin pod, ResourceSlice, socket, DeviceClass or RBAC object" {
+  local n left
+  helm -n "$HELM_NS" uninstall "$RELEASE" --wait --timeout 2m >&3
+  wait_for 60 "plugin pods gone" eval '[[ -z $(plugin_pods -o name 2>/dev/null) ]]'
+  # The kubelet removes a driver's slices 30 s after the driver unregistered.
+  wait_for 90 "gpu.nvidia.com ResourceSlices gone" eval \
+    '[[ -z $(kubectl get resourceslices --field-selector spec.driver=$DRIVER -o name) ]]'
+  for n in $(nodes); do
+    left=$(find "$(node_var "$(node_idx "$n")" KUBELET_DIR)/plugins_registry" "$(node_var "$(node_idx "$n")" KUBELET_DIR)/plugins/$DRIVER" \
+      -maxdepth 1 -name '*.sock' 2>/dev/null)
+    [[ -z $left ]] || { echo "sockets left on $n: $left"; false; }
+    [[ -z $(cdi_specs "$n") ]] || { echo "CDI specs left on $n:"; cdi_specs "$n"; false; }
+  done
+  left=$(kubectl get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deviceclasses \
+    -l app.kubernetes.io/instance=$RELEASE -o name)
+  left+=$(kubectl get roles,rolebindings,serviceaccounts,daemonsets -A -l app.kubernetes.io/instance=$RELEASE -o name)
+  [[ -z $left ]] || { echo "left behind: $left"; false; }
+}
