@@ -130,7 +130,7 @@ e2e_counts() {
 step "dependencies"
 hack/install-deps.sh
 
-step "Kubernetes and etcd (cached in $DRA_CACHE_DIR)"
+step "Kubernetes, etcd, containerd and helm (cached in $DRA_CACHE_DIR)"
 hack/cluster/build.sh
 
 if [[ ${DRA_TEST_ASAN:-1} != 0 ]]; then

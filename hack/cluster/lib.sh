@@ -36,7 +36,8 @@ WORKLOAD_IMAGE=localhost/dra-workload:v1
 IMAGES_DIR=$DRA_CACHE_DIR/images
 # Otherwise every ctr call warns that cgroup v1 (this VM) is deprecated.
 export CONTAINERD_SUPPRESS_DEPRECATION_WARNINGS=true
-# Optional extra gates for every component, e.g. DRADeviceTaintRules=true (spec section 5.3).
+# Optional extra gates for every component, e.g. DRADeviceTaintRules=true (docs/api-facts.md,
+# "Cluster feature gates").
 FEATURE_GATES=${DRA_FEATURE_GATES:-}
 # Seconds to wait for one component to turn healthy before giving up.
 WAIT_TIMEOUT=${DRA_CLUSTER_WAIT:-120}
