@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is needed, builds, starts a local cluster with one node
-# that has eight mock H100 GPUs, starts the GPU driver (gpu-kubelet-plugin + DeviceClasses) on it,
-# runs the public driver's quickstart workloads (demo/specs/quickstart/gpu-test1..3) and prints
-# what each pod sees. Idempotent: a second run reuses the builds, the cluster and the pods.
+# that has eight mock H100 GPUs, installs the GPU driver on it the way operators do (`helm upgrade
+# --install` of deployments/helm/dra-driver-nvidia-gpu into nvidia-dra-driver-gpu, with the
+# locally built image; hack/cluster/helm-driver.sh), runs the public driver's quickstart workloads
+# (demo/specs/quickstart/gpu-test1..3) and prints what each pod sees. Idempotent: a second run
+# reuses the builds, the cluster, the release and the pods.
 #   hack/demo.sh          bring everything up and print the demo output
-#   hack/demo.sh --down   delete the demo workloads and stop the cluster (nodes, plugins, all)
+#   hack/demo.sh --down   delete the demo workloads, uninstall the release, stop the cluster
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -14,40 +16,53 @@ export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
 SPECS=(gpu-test1 gpu-test2 gpu-test3)
 NODE=dra-node-1
 PROFILE=h100-8x
+RELEASE=dra-driver-nvidia-gpu
+HELM_NS=nvidia-dra-driver-gpu
+export DRA_HELM_RELEASE=$RELEASE DRA_HELM_NAMESPACE=$HELM_NS
 start=$SECONDS
 
 step() { printf '\n[demo %s] == %s\n' "$(date +%H:%M:%S)" "$*"; }
 kubectl() { "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" --request-timeout=20s "$@"; }
 fail() { printf '[demo] error: %s\n' "$*" >&2; exit 1; }
 
-# The demo's namespaces go first, while the API server is up, so that a later demo starts from
-# fresh claims; then down.sh stops plugins, nodes and the control plane and checks nothing is left.
+# The demo's namespaces go first, while the API server is up and the driver runs (it unprepares
+# the claims), so that a later demo starts from fresh claims; then the release (helm uninstall) and
+# the node preparation; then down.sh stops nodes and the control plane and checks nothing is left.
 demo_down() {
   if component_pid kube-apiserver >/dev/null 2>&1 && component_healthy kube-apiserver; then
     step "deleting the demo namespaces ${SPECS[*]}"
     kubectl delete namespace "${SPECS[@]}" --ignore-not-found --wait=true --timeout=60s
+    step "uninstalling the driver (release $RELEASE in $HELM_NS)"
+    hack/cluster/helm-driver.sh uninstall || printf '[demo] the uninstall failed; stopping the cluster anyway\n' >&2
+    hack/cluster/helm-driver.sh unprepare-nodes || true
   fi
   step "stopping the cluster"
   exec hack/cluster/down.sh
 }
 
-# Everything is cached: Kubernetes and containerd by build.sh, the C++ tree by CMake/ninja. Only the
-# three targets the demo runs are built, not the whole tree with its tests.
+# Everything is cached: Kubernetes, containerd and Helm by build.sh, the C++ tree by CMake/ninja,
+# the image by driver-image.sh (its archive name is a hash of its inputs). Only the targets the demo
+# needs are built, not the whole tree with its tests: the image's two binaries (the image holds the
+# webhook too, although these values do not enable it) and the mock driver's files.
 build() {
   step "dependencies"
   hack/install-deps.sh
-  step "Kubernetes $K8S_VERSION, etcd, containerd (cached in $DRA_CACHE_DIR)"
+  step "Kubernetes $K8S_VERSION, etcd, containerd, Helm $HELM_VERSION (cached in $DRA_CACHE_DIR)"
   hack/cluster/build.sh
-  step "C++ build: gpu-kubelet-plugin, mock libnvidia-ml.so.1, fake nvidia-smi"
+  step "C++ build: gpu-kubelet-plugin, webhook, mock libnvidia-ml.so.1, fake nvidia-smi and MPS control"
   cmake --preset default >/dev/null
-  cmake --build --preset default --target gpu-kubelet-plugin mock_nvml nvidia_smi
+  cmake --build --preset default --target gpu-kubelet-plugin webhook mock_nvml nvidia_smi nvidia_cuda_mps_control
+  step "driver image (hack/cluster/driver-image.sh)"
+  hack/cluster/driver-image.sh build
 }
 
 start_cluster() {
   step "local cluster: control plane and one node ($NODE)"
   hack/cluster/up.sh --nodes 1
-  step "GPU driver on $NODE: mock driver root with profile $PROFILE, gpu-kubelet-plugin, DeviceClasses"
-  hack/cluster/gpu-plugin.sh up --profile "$PROFILE" --nodes "$NODE"
+  step "preparing $NODE as an operator would: mock driver root (profile $PROFILE) at /run/nvidia/driver, label nvidia.com/gpu.present=true"
+  hack/cluster/helm-driver.sh prepare-nodes --profile "$PROFILE" --nodes "$NODE"
+  step "GPU driver: helm upgrade --install $RELEASE into $HELM_NS with the local image"
+  hack/cluster/helm-driver.sh install
   step "what the driver publishes (kubectl get resourceslices)"
   kubectl get resourceslices -o json --field-selector "spec.nodeName=$NODE,spec.driver=gpu.nvidia.com" |
     jq -r '["DEVICE", "PRODUCT", "UUID", "MEMORY"], (.items[].spec.devices[] | [.name,
@@ -55,13 +70,12 @@ start_cluster() {
     awk -F'\t' '{ printf "    %-8s %-24s %-42s %s\n", $1, $2, $3, $4 }'
 }
 
-# Fails with the pods' state, their events and the plugin's log tail.
+# Fails with the pods' state, their events and the log tail of the plugin pod on the node.
 fail_spec() {
   local ns=$1
   kubectl -n "$ns" get pods,resourceclaims -o wide >&2 || true
   kubectl -n "$ns" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 10 >&2 || true
-  printf '[demo] last 20 lines of %s:\n' "$LOG_DIR/$NODE/gpu-kubelet-plugin.log" >&2
-  tail -n 20 "$LOG_DIR/$NODE/gpu-kubelet-plugin.log" >&2 || true
+  hack/cluster/helm-driver.sh logs --node "$NODE" --tail 20 >&2 || true
   fail "$ns: $2"
 }
 
@@ -105,7 +119,7 @@ main() {
   local s
   for s in "${SPECS[@]}"; do run_spec "$s"; done
   step "done in $((SECONDS - start))s. Try: export KUBECONFIG=$KUBECONFIG_PATH; kubectl get pods -A;" \
-    "hack/cluster/gpu-plugin.sh status. Stop everything with: hack/demo.sh --down"
+    "hack/cluster/helm-driver.sh status. Stop everything with: hack/demo.sh --down"
 }
 
 main "$@"

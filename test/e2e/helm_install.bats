@@ -3,20 +3,20 @@
 # deployments/helm/dra-driver-nvidia-gpu with the locally built image
 # (hack/cluster/driver-image.sh), instead of the host processes of gpu-plugin.sh. The kubelet
 # plugin runs as a DaemonSet pod on every node, registers with the real kubelet, publishes
-# ResourceSlices and prepares a claim; `helm uninstall` leaves nothing of it behind. Values:
-# test/e2e/helm-values.yaml (docs/helm.md). The file stops the host-process plugins first and
-# starts them again in teardown_file with the arguments run.sh uses ($DRA_E2E_GPU_PLUGIN_UP), so
-# the other scenario files are unaffected; run.sh runs it last.
+# ResourceSlices and prepares a claim; `helm uninstall` leaves nothing of it behind. The node
+# preparation, the install and the cleanup are hack/cluster/helm-driver.sh, which hack/demo.sh
+# runs too; values: hack/cluster/helm-values.yaml (docs/helm.md). The install stops the
+# host-process plugins first; teardown_file starts them again with the arguments run.sh uses
+# ($DRA_E2E_GPU_PLUGIN_UP), so the other scenario files are unaffected; run.sh runs it last.
 #
-# Each node's mock driver root (profile h100-8x) is made under its state folder and bind-mounted
-# at /run/nvidia/driver inside that node's mount namespace only: one nvidiaDriverRoot for the whole
-# DaemonSet, different GPUs per node. The nodes get the label nvidia.com/gpu.present=true, one of
-# those the chart's node affinity accepts (what GPU feature discovery sets on a real node).
+# helm-driver.sh prepare-nodes makes each node's mock driver root (profile h100-8x) under its
+# state folder and bind-mounts it at /run/nvidia/driver inside that node's mount namespace only:
+# one nvidiaDriverRoot for the whole DaemonSet, different GPUs per node. The nodes get the label
+# nvidia.com/gpu.present=true, one of those the chart's node affinity accepts (what GPU feature
+# discovery sets on a real node).
 
 RELEASE=dra-e2e
 HELM_NS=dra-driver-e2e
-CHART_ROOT=/run/nvidia/driver
-GPU_LABEL=nvidia.com/gpu.present
 
 setup_file() {
   load lib
@@ -39,26 +39,15 @@ setup() {
 helm() { "$HELM_BIN_DIR/helm" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 nodes() { printf '%s\n' $DRA_NODES; }
 node_count() { nodes | grep -c .; }
-helm_root() { echo "$(node_var "$(node_idx "$1")" KUBELET_DIR)/../helm-driver-root"; }
-in_node() { local n=$1; shift; nsenter --mount="$(node_var "$(node_idx "$n")" MNTNS)" -- "$@"; }
+helm_driver() { "$REPO_ROOT/hack/cluster/helm-driver.sh" "$@"; }
 plugin_pods() { kubectl -n "$HELM_NS" get pods -l dra-driver-nvidia-gpu-component=kubelet-plugin "$@"; }
 
 # Undoes everything the tests may have done, in reverse, then starts the host plugins again.
+# helm-driver.sh uninstall also deletes the namespace and the uninstalled driver's slices (the
+# kubelet removes them 30 s after it unregisters).
 helm_cleanup() {
-  local n
-  if [[ -n $(helm -n "$HELM_NS" list -q 2>/dev/null) ]]; then
-    helm -n "$HELM_NS" uninstall "$RELEASE" --wait --timeout 2m >&3 2>&1 || true
-  fi
-  kubectl delete namespace "$HELM_NS" --wait=true --timeout=60s >/dev/null 2>&1 || true
-  for n in $(nodes); do
-    kubectl label node "$n" "$GPU_LABEL-" >/dev/null 2>&1 || true
-    in_node "$n" umount "$CHART_ROOT" 2>/dev/null || true
-    in_node "$n" umount "${CHART_ROOT%/*}" 2>/dev/null || true
-    rm -rf "$(helm_root "$n")"
-  done
-  rmdir "$CHART_ROOT" /run/nvidia 2>/dev/null || true
-  # The slices of the uninstalled driver (the kubelet removes them 30 s after it unregisters).
-  kubectl delete resourceslices --field-selector "spec.driver=$DRIVER" >/dev/null 2>&1 || true
+  helm_driver uninstall --release "$RELEASE" --namespace "$HELM_NS" >&3 2>&1 || true
+  helm_driver unprepare-nodes --nodes "$DRA_NODES" >&3 2>&1 || true
   # shellcheck disable=SC2086 # the words are gpu-plugin.sh arguments
   "$REPO_ROOT/hack/cluster/gpu-plugin.sh" up ${DRA_E2E_GPU_PLUGIN_UP:?run helm_install.bats through test/e2e/run.sh} >&3 2>&1
 }
@@ -71,26 +60,14 @@ ready_pods() {
 @test "helm install: the kubelet plugin pods are Ready on every node and publish ResourceSlices" {
   local n
   [[ -x $HELM_BIN_DIR/helm ]] || { echo "no helm at $HELM_BIN_DIR/helm: hack/cluster/build.sh helm"; false; }
-  # The chart installs the DeviceClasses itself, so the ones gpu-plugin.sh applied must go.
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" down >&3
-  kubectl delete deviceclass gpu.nvidia.com mig.nvidia.com vfio.gpu.nvidia.com --ignore-not-found >/dev/null
-  "$REPO_ROOT/hack/cluster/driver-image.sh" import >&3
-  for n in $(nodes); do
-    "$REPO_ROOT/test/doubles/make-driver-root.sh" h100-8x "$(helm_root "$n")" >/dev/null
-    # /run/nvidia becomes a shared mount point of its own in the node's namespace (the host's /
-    # is private here, unlike on a systemd host): HostToContainer propagation needs that.
-    in_node "$n" mkdir -p "$CHART_ROOT"
-    in_node "$n" mount --bind "${CHART_ROOT%/*}" "${CHART_ROOT%/*}"
-    in_node "$n" mount --make-shared "${CHART_ROOT%/*}"
-    in_node "$n" mount --bind "$(helm_root "$n")" "$CHART_ROOT"
-    kubectl label node "$n" "$GPU_LABEL=true" --overwrite >/dev/null
-  done
-
-  helm install "$RELEASE" "$REPO_ROOT/deployments/helm/dra-driver-nvidia-gpu" --namespace "$HELM_NS" \
-    --create-namespace -f "$BATS_TEST_DIRNAME/helm-values.yaml" >/dev/null
+  # Mock roots, mounts and labels; then the install: gpu-plugin.sh down, the DeviceClasses it
+  # applied deleted (the chart installs its own), the image imported, `helm upgrade --install`
+  # with hack/cluster/helm-values.yaml, the DaemonSet rolled out and every node's slices there.
+  helm_driver prepare-nodes --profile h100-8x --nodes "$DRA_NODES" >&3
+  helm_driver install --release "$RELEASE" --namespace "$HELM_NS" >&3
   echo "# helm install $RELEASE into $HELM_NS: $(helm -n "$HELM_NS" status "$RELEASE" -o json | jq -r .info.status)" >&3
   # Ready = the init step found the driver, the startup probe (gRPC, the plugin's own sockets)
-  # passed.
+  # passed (install waited for the rollout; this checks it).
   wait_for 120 "$(node_count) Ready kubelet plugin pods" eval '(( $(ready_pods) == $(node_count) ))' || {
     plugin_pods -o wide; kubectl -n "$HELM_NS" describe pods; false
   }
