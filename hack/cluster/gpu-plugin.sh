@@ -26,12 +26,13 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_CLUSTER_DIR/node-lib.sh"
+source "$HACK_CLUSTER_DIR/gpu-nodes-lib.sh"
 REPO_ROOT=$(cd "$HACK_CLUSTER_DIR/../.." && pwd)
 GPU_PLUGIN_BIN=${DRA_GPU_PLUGIN_BIN:-$REPO_ROOT/build/default/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin}
 DEFAULT_PROFILE=${DRA_GPU_PROFILE:-h100-8x}
 # Node i serves /metrics and /healthz on 127.0.0.1:(GPU_PLUGIN_PORT + 100*(i-1)), beside its kubelet.
 GPU_PLUGIN_PORT=${DRA_GPU_PLUGIN_PORT:-10280}
-DRIVER=gpu.nvidia.com
+DRIVER=$GPU_DRIVER_NAME
 KUBECTL=("$K8S_BIN_DIR/kubectl" --kubeconfig="$KUBECONFIG_PATH" --request-timeout=10s)
 
 plugin_name() { echo "$1/gpu-kubelet-plugin"; }
@@ -64,42 +65,6 @@ cmd_gpu_kubelet_plugin() {
     mapfile -t extra <"$(args_file "$n")"
     CMD+=("${extra[@]}")
   fi
-}
-
-# Nodes whose kubelet runs now, in index order.
-running_nodes() {
-  local d n
-  for d in "$RUN_DIR/$NODE_PREFIX"-*; do
-    n=${d##*/}
-    [[ -d $d ]] && component_pid "$n/kubelet" >/dev/null && echo "$n"
-  done | sort -t- -k3n
-}
-
-# --nodes N (the first N running nodes) or names; no --nodes: every running node.
-select_nodes() {
-  local all; all=$(running_nodes)
-  [[ -n $all ]] || die "gpu-plugin: no local node is running; start them with hack/cluster/up.sh --nodes N"
-  if [[ -z $1 ]]; then echo "$all"
-  elif [[ $1 =~ ^[0-9]+$ ]]; then head -n "$1" <<<"$all"
-  else
-    local n
-    for n in ${1//,/ }; do grep -qx "$n" <<<"$all" || die "gpu-plugin: node $n is not running"; echo "$n"; done
-  fi
-}
-
-# Profile for a node from the --profile list ("P" for all, "NODE=P" for one; the last match wins).
-profile_for() {
-  local n=$1 p want=$DEFAULT_PROFILE
-  for p in "${PROFILES[@]}"; do
-    if [[ $p == *=* ]]; then [[ ${p%%=*} != "$n" ]] || want=${p#*=}; else want=$p; fi
-  done
-  echo "$want"
-}
-
-slice_devices() {
-  "${KUBECTL[@]}" get resourceslices -o json \
-    --field-selector "spec.nodeName=$1,spec.driver=$DRIVER" 2>/dev/null |
-    jq '[.items[].spec.devices // [] | length] | add // 0'
 }
 
 # Log lines of the current run only (start_component writes a "==== ... starting" marker). Read

@@ -32,6 +32,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_CLUSTER_DIR/node-lib.sh"
+source "$HACK_CLUSTER_DIR/gpu-nodes-lib.sh"
 REPO_ROOT=$(cd "$HACK_CLUSTER_DIR/../.." && pwd)
 
 RELEASE=${DRA_HELM_RELEASE:-dra-driver-nvidia-gpu}
@@ -39,7 +40,7 @@ NAMESPACE=${DRA_HELM_NAMESPACE:-nvidia-dra-driver-gpu}
 # Relative to the repository root, so that the printed command can be pasted there.
 CHART=deployments/helm/dra-driver-nvidia-gpu
 VALUES=hack/cluster/helm-values.yaml
-DRIVER=gpu.nvidia.com
+DRIVER=$GPU_DRIVER_NAME
 # The chart's nvidiaDriverRoot in helm-values.yaml, and the label its node affinity accepts.
 CHART_ROOT=/run/nvidia/driver
 GPU_LABEL=nvidia.com/gpu.present
@@ -55,39 +56,6 @@ helm_root() { echo "$NODE_STATE_ROOT/$1/helm-driver-root"; }
 in_node() { local n=$1; shift; node_nsenter "$n" "$@"; }
 is_mount() { in_node "$1" mountpoint -q "$2"; }
 plugin_pods() { kubectl -n "$NAMESPACE" get pods -l "$PLUGIN_SELECTOR" "$@"; }
-
-# Nodes whose kubelet runs now, in index order.
-running_nodes() {
-  local d n
-  for d in "$RUN_DIR/$NODE_PREFIX"-*; do
-    n=${d##*/}
-    [[ -d $d ]] && component_pid "$n/kubelet" >/dev/null && echo "$n"
-  done | sort -t- -k3n
-}
-
-select_nodes() { # [names]
-  local all n; all=$(running_nodes)
-  [[ -n $all ]] || die "helm-driver: no local node is running; start them with hack/cluster/up.sh --nodes N"
-  [[ -n $1 ]] || { echo "$all"; return 0; }
-  for n in ${1//,/ }; do grep -qx "$n" <<<"$all" || die "helm-driver: node $n is not running"; echo "$n"; done
-}
-
-# The profile of a node from the --profile list ("P" for all, "NODE=P" for one; the last match wins).
-profile_for() {
-  local n=$1 p want=$DEFAULT_PROFILE
-  for p in "${PROFILES[@]}"; do
-    if [[ $p == *=* ]]; then [[ ${p%%=*} != "$n" ]] || want=${p#*=}; else want=$p; fi
-  done
-  echo "$want"
-}
-
-# How many devices the node's slices list (0 when the API server does not answer).
-slice_devices() {
-  local c
-  c=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$1,spec.driver=$DRIVER" 2>/dev/null |
-    jq '[.items[].spec.devices // [] | length] | add // 0') || c=0
-  echo "${c:-0}"
-}
 
 cmd_prepare_nodes() {
   local n profile t=$EPOCHREALTIME parent=${CHART_ROOT%/*}
