@@ -14,6 +14,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_CLUSTER_DIR/node-lib.sh"
+source "$HACK_CLUSTER_DIR/gpu-nodes-lib.sh"
 
 REPO_ROOT=$(cd "$HACK_CLUSTER_DIR/../.." && pwd)
 SRC=$REPO_ROOT/hack/images
@@ -94,14 +95,6 @@ ensure_archive() {
     "uncompressed (budget $BUDGET_MIB MiB) in $(elapsed "$t")"
 }
 
-# Nodes whose containerd runs now.
-running_nodes() {
-  local d
-  for d in "$RUN_DIR/$NODE_PREFIX"-*; do
-    [[ -d $d ]] && component_pid "${d##*/}/containerd" >/dev/null && echo "${d##*/}"
-  done | sort -t- -k3n
-}
-
 import_node() { # <node>
   local n=$1 sock name want have t=$EPOCHREALTIME
   sock=$(node_socket "$n") name=$(image_name) want=$(<"$ARCHIVE.digest")
@@ -122,7 +115,7 @@ case ${1:-} in
     echo "$(image_name) $ARCHIVE" ;;
   import)
     ensure_archive
-    nodes=$(running_nodes)
+    nodes=$(running_nodes containerd)
     [[ -n $nodes ]] || die "driver image: no local node is running; start them with hack/cluster/up.sh --nodes N"
     for n in $nodes; do import_node "$n"; done ;;
   name) image_name ;;

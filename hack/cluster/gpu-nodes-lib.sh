@@ -4,12 +4,12 @@
 GPU_DRIVER_NAME=gpu.nvidia.com
 gpu_nodes_kubectl() { "$K8S_BIN_DIR/kubectl" --kubeconfig="$KUBECONFIG_PATH" --request-timeout=10s "$@"; }
 
-# Nodes whose kubelet runs now, in index order.
+# Nodes whose <component> (default kubelet) runs now, in index order.
 running_nodes() {
-  local d n
+  local d n component=${1:-kubelet}
   for d in "$RUN_DIR/$NODE_PREFIX"-*; do
     n=${d##*/}
-    [[ -d $d ]] && component_pid "$n/kubelet" >/dev/null && echo "$n"
+    [[ -d $d ]] && component_pid "$n/$component" >/dev/null && echo "$n"
   done | sort -t- -k3n
 }
 

@@ -181,7 +181,8 @@ TEST_F(MpsDaemonIntegrationTest, StartReadyStopOnARealNode) {
   start.push_back("--gpu=" + gpu_);
   start.push_back("--threads=50");
   start.push_back("--pinned=" + gpu_ + "=1024");
-  start.push_back("--ready-attempts=8");  // a cold node may need more than the Go driver's 4 attempts
+  start.push_back(
+      "--ready-attempts=8");  // a cold node may need more than the Go driver's 4 attempts
   dra::testing::CommandResult started = InNode(start);
   ASSERT_EQ(started.exit_code, 0) << started.output;
   EXPECT_THAT(started.output, HasSubstr(MpsDaemonRecordToJson(record).dump()));

@@ -13,6 +13,19 @@ k() { kubectl -n "$E2E_NS" "$@"; }
 
 # Index of a node name in nodes.env (dra-node-2 -> 2).
 node_idx() { echo "${1##*-}"; }
+# The single-GPU claim `gpu` of pod <pod> on $GPU_NODE: allocated to one GPU of the node's pool,
+# the GPU the container sees is the one the slice announced under that name, and the claim's CDI
+# spec is on the node. Prints the claim's UID.
+assert_one_gpu_claim() {
+  local claim devs uid
+  claim=$(claim_of "$1" gpu)
+  devs=$(allocated "$claim")
+  [[ $devs =~ ^$GPU_NODE/gpu-[0-9]+$ ]] || { echo "allocated: $devs" >&2; return 1; }
+  [ "$(gpu_uuids "$1")" = "$(slice_uuid "$devs")" ] || { echo "$1 sees another GPU than $devs" >&2; return 1; }
+  uid=$(k get resourceclaim "$claim" -o jsonpath='{.metadata.uid}')
+  [ -f "$(cdi_spec "$GPU_NODE" "$uid")" ] || { echo "no CDI spec for claim $uid" >&2; return 1; }
+  echo "$uid"
+}
 # Where node <name>'s plugin serves /metrics and /healthz: hack/cluster/gpu-plugin.sh's rule.
 plugin_port() { echo $((${DRA_GPU_PLUGIN_PORT:-10280} + 100 * ($(node_idx "$1") - 1))); }
 

@@ -92,13 +92,8 @@ ready_pods() {
   wait_pod_phase pod1 Running 60
   wait_log pod1
   assert_gpus pod1 1
-  local claim devs uid
-  claim=$(claim_of pod1 gpu)
-  devs=$(allocated "$claim")
-  [[ $devs =~ ^$GPU_NODE/gpu-[0-9]+$ ]] || { echo "allocated: $devs"; false; }
-  [ "$(gpu_uuids pod1)" = "$(slice_uuid "$devs")" ]
-  uid=$(k get resourceclaim "$claim" -o jsonpath='{.metadata.uid}')
-  [ -f "$(cdi_spec "$GPU_NODE" "$uid")" ]
+  local uid
+  uid=$(assert_one_gpu_claim pod1)
   # The plugin pod prepared it, and unprepares it when the pod goes.
   kubectl -n "$HELM_NS" logs -l dra-driver-nvidia-gpu-component=kubelet-plugin --tail -1 | grep -q "$uid"
   k delete pod pod1 --wait=true --timeout=60s >/dev/null
