@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "lib/checkpoint/go_format.h"
 #include "lib/common/atomic_file.h"
 #include "lib/common/file_lock.h"
 #include "lib/common/log.h"
@@ -25,6 +26,7 @@ namespace {
 // WriteFileAtomically's temporary files for the checkpoint: ".checkpoint.json.tmp.XXXXXX".
 constexpr absl::string_view kTempPrefix = ".checkpoint.json.tmp.";
 constexpr absl::string_view kCorruptInfix = ".corrupt-";
+constexpr absl::string_view kGoDriverInfix = ".go-driver-";
 
 // Names in `dir` (not "." or ".."); errors name the directory.
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
@@ -47,7 +49,8 @@ absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
   return names;
 }
 
-// Parses "<seconds>[.<n>]" after "checkpoint.json.corrupt-"; false for other names.
+// Parses "<seconds>[.<n>]" after "checkpoint.json.corrupt-" (or ".go-driver-"); false for
+// other names.
 bool ParseCorruptSuffix(absl::string_view suffix, std::pair<int64_t, int64_t>* key) {
   std::vector<absl::string_view> parts = absl::StrSplit(suffix, '.');
   if (parts.empty() || parts.size() > 2) return false;
@@ -61,6 +64,13 @@ bool ParseCorruptSuffix(absl::string_view suffix, std::pair<int64_t, int64_t>* k
 bool Exists(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0;
+}
+
+// "<base>", or "<base>.<n>" with the smallest n that is not taken.
+std::string UnusedName(const std::string& base) {
+  std::string target = base;
+  for (int n = 1; Exists(target); ++n) target = absl::StrCat(base, ".", n);
+  return target;
 }
 
 }  // namespace
@@ -106,7 +116,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(std::string dir,
     }
   }
 
-  absl::StatusOr<Contents> contents = cp->LoadLocked(&cp->open_corruption_);
+  LoadReports reports;
+  absl::StatusOr<Contents> contents = cp->LoadLocked(&reports);
+  cp->open_corruption_ = reports.corruption;
+  cp->open_adoption_ = reports.adoption;
   if (!contents.ok()) return Annotate(contents.status(), context);
   if (contents->node_boot_id != cp->boot_id_) {
     if (!contents->node_boot_id.empty()) {
@@ -120,7 +133,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(std::string dir,
     RETURN_IF_ERROR(Annotate(cp->WriteLocked(*contents), context));
   }
   lock->Release();
-  cp->Notify(cp->open_corruption_);
+  cp->Notify(reports);
   DRA_VLOG(2, "opened checkpoint", "path", cp->path_, "claims", contents->claims.size());
   return cp;
 }
@@ -134,25 +147,25 @@ absl::StatusOr<std::optional<PreparedClaim>> Checkpoint::Get(absl::string_view u
 
 absl::StatusOr<ClaimMap> Checkpoint::List() const {
   const std::string context = absl::StrCat("read checkpoint ", path_);
-  std::optional<CorruptionReport> report;
+  LoadReports reports;
   absl::StatusOr<Contents> contents;
   {
     absl::StatusOr<FileLock> lock = FileLock::Acquire(lock_path_, options_.lock_timeout);
     if (!lock.ok()) return Annotate(lock.status(), context);
-    contents = LoadLocked(&report);
+    contents = LoadLocked(&reports);
   }
-  Notify(report);
+  Notify(reports);
   if (!contents.ok()) return Annotate(contents.status(), context);
   return std::move(contents->claims);
 }
 
 absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claims)>& mutate) {
   const std::string context = absl::StrCat("update checkpoint ", path_);
-  std::optional<CorruptionReport> report;
+  LoadReports reports;
   absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<FileLock> lock = FileLock::Acquire(lock_path_, options_.lock_timeout);
     if (!lock.ok()) return Annotate(lock.status(), context);
-    absl::StatusOr<Contents> contents = LoadLocked(&report);
+    absl::StatusOr<Contents> contents = LoadLocked(&reports);
     if (!contents.ok()) return Annotate(contents.status(), context);
     RETURN_IF_ERROR(mutate(contents->claims));
     for (auto& [uid, claim] : contents->claims) {
@@ -160,11 +173,11 @@ absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claim
     }
     return Annotate(WriteLocked(*contents), context);
   }();
-  Notify(report);
+  Notify(reports);
   return status;
 }
 
-absl::StatusOr<Contents> Checkpoint::LoadLocked(std::optional<CorruptionReport>* report) const {
+absl::StatusOr<Contents> Checkpoint::LoadLocked(LoadReports* reports) const {
   absl::StatusOr<std::string> text = ReadFile(path_);
   if (absl::IsNotFound(text.status())) {
     Contents empty{.node_boot_id = boot_id_};
@@ -181,11 +194,66 @@ absl::StatusOr<Contents> Checkpoint::LoadLocked(std::optional<CorruptionReport>*
         absl::StrCat(path_, ": ", contents.status().message(),
                      "; refusing to use or modify it (was the plugin downgraded?)"));
   }
+  if (LooksLikeGoCheckpoint(*text)) {
+    diag = {};
+    AdoptionReport adoption;
+    contents = AdoptGoLocked(*text, &diag, &adoption);
+    if (contents.ok()) {
+      reports->adoption = std::move(adoption);
+      return contents;
+    }
+    if (!absl::IsDataLoss(contents.status())) return contents.status();
+  }
   ASSIGN_OR_RETURN(CorruptionReport r, QuarantineLocked(*text, contents.status(), diag));
-  *report = std::move(r);
+  reports->corruption = std::move(r);
   Contents empty{.node_boot_id = boot_id_};
   RETURN_IF_ERROR(WriteLocked(empty));
   return empty;
+}
+
+absl::StatusOr<Contents> Checkpoint::AdoptGoLocked(const std::string& text, DecodeDiagnostics* diag,
+                                                   AdoptionReport* report) const {
+  ASSIGN_OR_RETURN(GoCheckpoint go, DecodeGoCheckpoint(text, diag));
+  if (!options_.convert_go_devices) {
+    return absl::DataLossError(
+        "a Go driver's checkpoint, and this reader cannot convert its devices");
+  }
+  Contents out{.node_boot_id = go.node_boot_id};
+  for (auto& [uid, claim] : go.claims) {
+    PreparedClaim c{.uid = uid,
+                    .namespace_name = claim.namespace_name,
+                    .name = claim.name,
+                    .state = claim.state};
+    if (claim.status.is_object()) c.allocation = claim.status.value("allocation", nlohmann::json());
+    if (!claim.prepared_devices.is_null()) {
+      absl::StatusOr<nlohmann::json> devices =
+          options_.convert_go_devices(uid, claim.prepared_devices, c.allocation);
+      if (!devices.ok()) {
+        return absl::DataLossError(
+            absl::StrCat("Go-format checkpoint: ", go.layout, ".preparedClaims[\"", uid,
+                         "\"].preparedDevices: ", devices.status().message()));
+      }
+      c.prepared_devices = *std::move(devices);
+    }
+    if (c.state == ClaimState::kPrepareStarted) ++report->started;
+    out.claims.emplace(uid, std::move(c));
+  }
+  report->path = path_;
+  report->layout = go.layout;
+  report->claims = out.claims.size();
+  report->detected_at = clock_->Now();
+  // The copy first: a crash after it leaves the Go file in place, adopted again at the next read.
+  report->kept_at =
+      UnusedName(absl::StrCat(path_, kGoDriverInfix, absl::ToUnixSeconds(report->detected_at)));
+  RETURN_IF_ERROR(
+      Annotate(WriteFileAtomically(report->kept_at, text, AtomicWriteOptions{.mode = 0644}),
+               "keep the Go driver's checkpoint"));
+  RETURN_IF_ERROR(WriteLocked(out));
+  DRA_INFO("adopted the Go driver's checkpoint: its claims are now in this plugin's format", "path",
+           path_, "goDriverCopy", report->kept_at, "layout", go.layout, "claims", report->claims,
+           "prepareStarted", report->started, "nodeBootID", go.node_boot_id);
+  PruneCopies(kGoDriverInfix, kMaxGoDriverCopies);
+  return out;
 }
 
 absl::StatusOr<CorruptionReport> Checkpoint::QuarantineLocked(const std::string& text,
@@ -200,10 +268,8 @@ absl::StatusOr<CorruptionReport> Checkpoint::QuarantineLocked(const std::string&
   report.size_bytes = text.size();
   report.detected_at = clock_->Now();
 
-  const std::string base =
-      absl::StrCat(path_, kCorruptInfix, absl::ToUnixSeconds(report.detected_at));
-  std::string target = base;
-  for (int n = 1; Exists(target); ++n) target = absl::StrCat(base, ".", n);
+  const std::string target =
+      UnusedName(absl::StrCat(path_, kCorruptInfix, absl::ToUnixSeconds(report.detected_at)));
   if (::rename(path_.c_str(), target.c_str()) != 0) {
     return ErrnoToStatus(errno, absl::StrCat("move corrupt checkpoint ", path_, " to ", target));
   }
@@ -211,33 +277,35 @@ absl::StatusOr<CorruptionReport> Checkpoint::QuarantineLocked(const std::string&
   DRA_WARNING("checkpoint is corrupt; moved it aside and starting with an empty one", "path", path_,
               "movedTo", target, "reason", report.reason, "storedChecksum", diag.stored_checksum,
               "computedChecksum", diag.computed_checksum, "bytes", text.size());
+  PruneCopies(kCorruptInfix, kMaxCorruptFiles);
+  return report;
+}
 
-  // Keep the newest kMaxCorruptFiles.
-  const std::string prefix = absl::StrCat(kCheckpointFileName, kCorruptInfix);
+void Checkpoint::PruneCopies(absl::string_view infix, int keep) const {
+  const std::string prefix = absl::StrCat(kCheckpointFileName, infix);
   absl::StatusOr<std::vector<std::string>> names = ListDir(dir_);
   if (!names.ok()) {
-    DRA_WARNING("could not list old corrupt checkpoints", "err", names.status());
-    return report;
+    DRA_WARNING("could not list old checkpoint copies", "err", names.status());
+    return;
   }
-  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> corrupt;
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> copies;
   for (const std::string& name : *names) {
     std::pair<int64_t, int64_t> key;
     if (absl::StartsWith(name, prefix) &&
         ParseCorruptSuffix(absl::string_view(name).substr(prefix.size()), &key)) {
-      corrupt.emplace_back(key, name);
+      copies.emplace_back(key, name);
     }
   }
-  std::sort(corrupt.begin(), corrupt.end());
-  for (size_t i = 0; i + kMaxCorruptFiles < corrupt.size(); ++i) {
-    const std::string old = absl::StrCat(dir_, "/", corrupt[i].second);
+  std::sort(copies.begin(), copies.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < copies.size(); ++i) {
+    const std::string old = absl::StrCat(dir_, "/", copies[i].second);
     if (::unlink(old.c_str()) == 0) {
-      DRA_INFO("removed old corrupt checkpoint", "path", old);
+      DRA_INFO("removed old checkpoint copy", "path", old);
     } else {
-      DRA_WARNING("could not remove old corrupt checkpoint", "path", old, "err",
+      DRA_WARNING("could not remove old checkpoint copy", "path", old, "err",
                   dra::ErrnoToStatus(errno, ""));
     }
   }
-  return report;
 }
 
 absl::Status Checkpoint::WriteLocked(const Contents& contents) const {
@@ -250,8 +318,9 @@ absl::Status Checkpoint::WriteLocked(const Contents& contents) const {
       AtomicWriteOptions{.mode = 0644, .release_replaced_in_background = true, .durable = false});
 }
 
-void Checkpoint::Notify(const std::optional<CorruptionReport>& report) const {
-  if (report && options_.on_corruption) options_.on_corruption(*report);
+void Checkpoint::Notify(const LoadReports& reports) const {
+  if (reports.adoption && options_.on_adoption) options_.on_adoption(*reports.adoption);
+  if (reports.corruption && options_.on_corruption) options_.on_corruption(*reports.corruption);
 }
 
 }  // namespace dra::checkpoint

@@ -8,13 +8,34 @@
 // devices, MPS daemons, VFIO bindings are gone), so Open with a different current boot ID logs it
 // and starts from an empty checkpoint carrying the new boot ID. A stored empty boot ID is adopted.
 //
+// Adoption of the public Go driver's checkpoint. A node switched from the Go driver has its
+// checkpoint.json, and the claims in it are in use: their containers restart with the Go driver's
+// CDI specs, and their time-slices and MPS daemons must be undone at unprepare. A file laid out as
+// a Go checkpoint (go_format.h) is therefore adopted, not discarded:
+//   A1. both Go checksums are verified; a mismatch makes the file corrupt (below), as it would
+//       for the Go driver;
+//   A2. each claim is converted: uid, state, namespace and name (when the Go file kept them), the
+//       allocation from the saved status, and the device groups through
+//       Options::convert_go_devices (the caller knows what a device is). A conversion error, or a
+//       null convert_go_devices, makes the file corrupt (below);
+//   A3. the file's bytes are copied unchanged to `checkpoint.json.go-driver-<unix seconds>` (".<n>"
+//       appended when taken), for a rollback to the Go driver; the newest kMaxGoDriverCopies (3)
+//       are kept;
+//   A4. the converted claims are written atomically in our format, with the Go file's boot ID (so
+//       the boot ID rule applies to them as to our own: a v1-only file has none and keeps them);
+//   A5. an info log names the copy and the counts, and an AdoptionReport goes to
+//       Options::on_adoption; the one found by Open is also kept in open_adoption().
+// Like the corruption policy, this applies to every read.
+//
 // Corruption policy. A checkpoint that does not parse, has no valid version, fails its checksum or
 // has the wrong shape must not crash-loop the plugin, and must not be lost either:
 //   1. the file is renamed to `checkpoint.json.corrupt-<unix seconds>` (".<n>" appended when that
 //      name is taken); only the newest kMaxCorruptFiles (3) such files are kept;
 //   2. a warning names the path, where it went, and what differed (stored vs computed checksum,
 //      or the parse error with its byte offset);
-//   3. an empty checkpoint (current boot ID) is written and the operation goes on with it;
+//   3. an empty checkpoint (current boot ID) is written and the operation goes on with it (what
+//      can be rebuilt from elsewhere, such as the CDI specs on disk, is the caller's to rebuild:
+//      lib/gpu/rebuild.h);
 //   4. a CorruptionReport goes to Options::on_corruption (for a Kubernetes Event and a metric),
 //      and the one found by Open is also kept in open_corruption().
 // This applies to every read (Open, Get, List, Update). A file with a *newer* format version is
@@ -49,6 +70,7 @@ inline constexpr char kCheckpointFileName[] = "checkpoint.json";
 inline constexpr char kLockFileName[] = "cp.lock";
 inline constexpr char kDefaultBootIdPath[] = "/proc/sys/kernel/random/boot_id";
 inline constexpr int kMaxCorruptFiles = 3;
+inline constexpr int kMaxGoDriverCopies = 3;
 
 struct CorruptionReport {
   std::string path;      // the checkpoint file
@@ -61,10 +83,31 @@ struct CorruptionReport {
   absl::Time detected_at;
 };
 
+// A Go driver's checkpoint that was adopted (steps A1-A5 above).
+struct AdoptionReport {
+  std::string path;     // the checkpoint file, now in our format
+  std::string kept_at;  // the Go file's bytes: checkpoint.json.go-driver-<unix seconds>
+  std::string layout;   // "v2", or "v1" for a file without "v2"
+  size_t claims = 0;    // claims adopted, PrepareStarted ones included
+  size_t started = 0;   // of which PrepareStarted
+  absl::Time detected_at;
+};
+
+// Converts one Go claim's device groups (GoClaim::prepared_devices, not null) into the caller's
+// prepared-device JSON. `allocation` is the claim's status.allocation as the Go driver saved it
+// (null when absent). An error makes the whole file corrupt.
+using GoDevicesConverter = std::function<absl::StatusOr<nlohmann::json>(
+    const std::string& claim_uid, const nlohmann::json& go_devices,
+    const nlohmann::json& allocation)>;
+
 struct CheckpointOptions {
   absl::Duration lock_timeout = absl::Seconds(10);
   Clock* clock = nullptr;  // for corrupt-file names and report times; RealClock when null
   std::function<void(const CorruptionReport&)> on_corruption;
+  // Null: a Go driver's checkpoint is treated as corrupt.
+  GoDevicesConverter convert_go_devices;
+  // Called like on_corruption, after an adoption.
+  std::function<void(const AdoptionReport&)> on_adoption;
 };
 
 class Checkpoint {
@@ -93,20 +136,33 @@ class Checkpoint {
   const std::string& boot_id() const { return boot_id_; }
   // The corruption Open found and recovered from, if any.
   const std::optional<CorruptionReport>& open_corruption() const { return open_corruption_; }
+  // The Go driver's checkpoint Open found and adopted, if any.
+  const std::optional<AdoptionReport>& open_adoption() const { return open_adoption_; }
   // Claims dropped by Open because the checkpoint was written in an earlier boot (0 otherwise).
   size_t claims_invalidated_by_reboot() const { return claims_invalidated_by_reboot_; }
 
  private:
   Checkpoint(std::string dir, std::string boot_id, Options options);
 
-  // Reads and decodes the file. REQUIRES: the file lock is held. Applies the corruption policy
-  // (writing an empty checkpoint) and stores the report in *report.
-  absl::StatusOr<Contents> LoadLocked(std::optional<CorruptionReport>* report) const;
+  // What a read found besides the contents, reported after the lock is released.
+  struct LoadReports {
+    std::optional<CorruptionReport> corruption;
+    std::optional<AdoptionReport> adoption;
+  };
+
+  // Reads and decodes the file. REQUIRES: the file lock is held. Applies the adoption and the
+  // corruption policies (writing the converted or an empty checkpoint) and fills *reports.
+  absl::StatusOr<Contents> LoadLocked(LoadReports* reports) const;
+  // Steps A1-A4 for `text`, a file that looks like a Go checkpoint. DataLoss: corrupt.
+  absl::StatusOr<Contents> AdoptGoLocked(const std::string& text, DecodeDiagnostics* diag,
+                                         AdoptionReport* report) const;
   absl::StatusOr<CorruptionReport> QuarantineLocked(const std::string& text,
                                                     const absl::Status& error,
                                                     const DecodeDiagnostics& diag) const;
   absl::Status WriteLocked(const Contents& contents) const;
-  void Notify(const std::optional<CorruptionReport>& report) const;
+  void Notify(const LoadReports& reports) const;
+  // Removes all but the newest `keep` files "checkpoint.json<infix><seconds>[.<n>]".
+  void PruneCopies(absl::string_view infix, int keep) const;
 
   const std::string dir_;
   const std::string path_;
@@ -115,6 +171,7 @@ class Checkpoint {
   const Options options_;
   Clock* const clock_;
   std::optional<CorruptionReport> open_corruption_;
+  std::optional<AdoptionReport> open_adoption_;
   size_t claims_invalidated_by_reboot_ = 0;
 };
 

@@ -24,8 +24,8 @@
 // does not invalidate it but changing any value does.
 //
 // This is our own format: it is NOT compatible with the Go driver's checkpoint.json (which uses
-// a "v1"/"v2" layout and an FNV-1a 32 checksum over a go-spew rendering). A Go-format file reads
-// as corrupt (no "version"), which the corruption policy of checkpoint.h moves aside.
+// a "v1"/"v2" layout and an FNV-1a 32 checksum over a go-spew rendering). DecodeCheckpoint reads a
+// Go-format file as corrupt (no "version"); checkpoint.h then adopts it through go_format.h.
 //
 // Compatibility rule for later changes: a field that older readers may ignore is added without
 // changing "version" (decoders ignore unknown fields); anything that changes the meaning of an
