@@ -17,6 +17,7 @@
 #include "lib/api/errors.h"
 #include "lib/common/atomic_file.h"
 #include "lib/gpu/device_state.h"
+#include "lib/gpu/go_prepared.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/nvml/nvml.h"
 #include "test/doubles/testing/mock_driver_root.h"
@@ -113,7 +114,11 @@ class DeviceStateTest : public ::testing::Test {
   // A fresh checkpoint handle and DeviceState over the same files, as after a plugin restart.
   void Reopen() {
     state_.reset();
-    auto cp = checkpoint::Checkpoint::Open(tmp_.path() + "/plugin", tmp_.path() + "/boot_id");
+    // As the plugin does: a Go driver's checkpoint is adopted (go_prepared.h).
+    checkpoint::CheckpointOptions cp_options;
+    cp_options.convert_go_devices = GoDevicesConverter(inventory_, "mps-ns");
+    auto cp =
+        checkpoint::Checkpoint::Open(tmp_.path() + "/plugin", tmp_.path() + "/boot_id", cp_options);
     ASSERT_TRUE(cp.ok()) << cp.status();
     checkpoint_ = std::move(*cp);
     state_ = std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),

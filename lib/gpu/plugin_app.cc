@@ -21,6 +21,7 @@
 #include "lib/gpu/device_health.h"
 #include "lib/gpu/device_state.h"
 #include "lib/gpu/driver.h"
+#include "lib/gpu/go_prepared.h"
 #include "lib/gpu/health_server.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mps_sharing.h"
@@ -160,6 +161,17 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
         client.get(), node_ref, "Warning", "CheckpointCorrupt",
         absl::StrCat("checkpoint ", r.path, " was corrupt (", r.reason, "); moved to ", r.moved_to,
                      "; prepared claims it held are unprepared by cleanup"),
+        kComponent, config.node_name);
+  };
+  // A node switched from the Go driver: its checkpoint's claims are adopted (checkpoint.h A1-A5),
+  // so their containers keep their CDI specs and their unprepare undoes what the Go driver set.
+  cp_options.convert_go_devices = GoDevicesConverter(inventory, config.namespace_name);
+  cp_options.on_adoption = [&](const checkpoint::AdoptionReport& r) {
+    (void)k8s::PostEvent(
+        client.get(), node_ref, "Normal", "CheckpointAdopted",
+        absl::StrCat("adopted ", r.claims, " prepared claims (", r.started,
+                     " of them PrepareStarted) from the Go driver's checkpoint ", r.path,
+                     "; the Go driver's file is kept at ", r.kept_at, " for a rollback"),
         kComponent, config.node_name);
   };
   ASSIGN_OR_RETURN(auto checkpoint,
