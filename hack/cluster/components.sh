@@ -18,7 +18,8 @@ cmd_etcd() {
 cmd_kube_apiserver() {
   CMD=("$K8S_BIN_DIR/kube-apiserver"
     --etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT"
-    --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT"
+    # Every address: host clients use 127.0.0.1, pods $APISERVER_POD_IP.
+    --bind-address=0.0.0.0 --secure-port="$APISERVER_PORT"
     # Without it the apiserver advertises the first non-loopback interface address.
     --advertise-address=127.0.0.1
     # The default "lease" reconciler writes the advertise address into the endpoints of the

@@ -26,6 +26,7 @@ stop_all() {
   wait
   stop_component kube-apiserver
   stop_component etcd
+  ip addr del "$APISERVER_POD_IP/32" dev lo 2>/dev/null || true
 }
 
 # Kills leftovers that run our binaries; only reports other processes that merely mention the

@@ -27,6 +27,11 @@ SCHEDULER_PORT=${DRA_SCHEDULER_PORT:-10259}
 CONTROLLER_MANAGER_PORT=${DRA_CONTROLLER_MANAGER_PORT:-10257}
 SERVICE_CIDR=${DRA_SERVICE_CIDR:-10.96.0.0/16}
 SERVICE_FIRST_IP=${DRA_SERVICE_FIRST_IP:-10.96.0.1}
+# Where pods reach the API server: an address on this machine's lo inside the nodes' range (the
+# pods' CNI routes cover it, docs/development.md "Pod network"), since there is no kube-proxy to
+# route the `kubernetes` Service. The apiserver listens on every address and its certificate
+# names this one. Host clients keep using 127.0.0.1.
+APISERVER_POD_IP=${DRA_APISERVER_POD_IP:-10.250.0.254}
 SA_ISSUER=https://kubernetes.default.svc.cluster.local
 # Images of the local nodes (hack/images, built by images.sh, imported into every node's
 # containerd): the sandbox image and a small glibc + busybox image for test pods. No registry

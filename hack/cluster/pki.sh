@@ -74,8 +74,15 @@ ensure_pki() {
       die "openssl: cannot create the service-account key"
     openssl pkey -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub"
   fi
+  # A certificate of an older checkout without the pods' address is replaced (the apiserver's
+  # command line changed with it, so up.sh restarts it).
+  if [[ -s $PKI_DIR/apiserver.crt ]] &&
+    ! openssl x509 -in "$PKI_DIR/apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -q "IP Address:$APISERVER_POD_IP\b"; then
+    progress "reissuing the apiserver certificate with IP $APISERVER_POD_IP (the pods' address)"
+    rm -f "$PKI_DIR/apiserver.crt" "$PKI_DIR/apiserver.key"
+  fi
   issue_cert apiserver "/CN=kube-apiserver" serverAuth \
-    "IP:127.0.0.1,IP:$SERVICE_FIRST_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    "IP:127.0.0.1,IP:$APISERVER_POD_IP,IP:$SERVICE_FIRST_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   # A CA of its own, as in kubeadm: a cluster client certificate must not pass as the front proxy.
   issue_cert front-proxy-client "/CN=front-proxy-client" clientAuth "" front-proxy-ca
   issue_cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth

@@ -16,8 +16,8 @@ setup_file() {
 teardown_file() {
   load lib
   load gpu_lib
-  # A test that failed half-way must not leave the node's plugin stopped.
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" start "$GPU_NODE" >/dev/null
+  # A test that failed half-way must not leave the node without its plugin.
+  start_plugin "$GPU_NODE" >/dev/null
   kubectl delete namespace "$E2E_NS" --wait=false >/dev/null 2>&1 || true
 }
 
@@ -28,7 +28,7 @@ setup() {
 
 teardown() {
   clean_node "$GPU_NODE"
-  restore_changed_plugin "$GPU_NODE"
+  restore_driver
 }
 
 # "<key>=<value>:<effect>" of every taint of a published device (pool/device).
@@ -53,7 +53,7 @@ corrupt_events() {
 corrupt_event_count() { corrupt_events | jq '[.items[] | .count // 1] | add // 0'; }
 
 plugin_metric() {
-  curl -sf "http://127.0.0.1:$(plugin_port "$1")/metrics" |
+  curl -sf -m 5 "$(plugin_metrics_url "$1")" |
     awk -v m="$2" '$1 == m {print $2}'
 }
 
@@ -63,10 +63,11 @@ plugin_metric() {
   cp="$dir/checkpoint.json"
   before_events=$(corrupt_event_count)
 
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" stop "$GPU_NODE"
+  # The plugin leaves the node (its label removed), the file is damaged, the plugin comes back.
+  stop_plugin "$GPU_NODE"
   rm -f "$dir"/checkpoint.json.corrupt-*
   printf '{"checksum": 1, "data": {"preparedClaims": {tru' >"$cp"
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" start "$GPU_NODE"
+  start_plugin "$GPU_NODE"
 
   # The corrupt bytes are kept for a post-mortem, and a fresh checkpoint took their place.
   local moved
@@ -93,7 +94,7 @@ plugin_metric() {
 }
 
 @test "NVMLDeviceHealthCheck: XIDs taint devices, the kubelet reports the device unhealthy, the scheduler avoids it" {
-  change_plugin_args "$GPU_NODE" --feature-gates=TimeSlicingSettings=true,NVMLDeviceHealthCheck=true
+  change_driver --set featureGates.NVMLDeviceHealthCheck=true
 
   claim one-gpu
   pod pod1 "$GPU_NODE" "gpu=claim:one-gpu"
@@ -139,6 +140,6 @@ plugin_metric() {
 
   # Taints last until the plugin restarts (an operator's signal that the GPU was looked after).
   k delete pod pod-bad --wait=false
-  restore_changed_plugin "$GPU_NODE"
+  restore_driver
   wait_for 30 "the taints to go" eval '[ -z "$(slice_taints "$used")$(slice_taints "$bad")$(slice_taints "$ok")" ]'
 }

@@ -1,11 +1,18 @@
-# Helpers for the GPU scenarios (gpu_*.bats). Load after lib.bash. run.sh starts the plugins:
-# node 1 serves the mock h100-8x profile (8 full GPUs), node 2 a100-mig-4x (MIG devices only).
+# Helpers for the GPU scenarios (gpu_*.bats). Load after lib.bash. run.sh installs the driver with
+# Helm (hack/cluster/helm-driver.sh): node 1 serves the mock h100-8x profile (8 full GPUs), node 2
+# a100-mig-4x (MIG devices only). The kubelet plugin is a DaemonSet pod per node; the tests stop,
+# restart, kill and reconfigure it through Kubernetes, as an operator would (below).
 # Pods choose their node with a nodeSelector, never with nodeName, so that the kube-scheduler
 # still allocates their claims.
 
 GPU_NODE=$DRA_NODE_1_NAME
 MIG_NODE=${DRA_NODE_2_NAME:-}
 DRIVER=gpu.nvidia.com
+# The release run.sh installed, and the namespace of its pods (and of the MPS control daemons).
+RELEASE=${DRA_HELM_RELEASE:-dra-driver-nvidia-gpu}
+DRIVER_NS=${DRA_HELM_NAMESPACE:-nvidia-dra-driver-gpu}
+PLUGIN_SELECTOR=dra-driver-nvidia-gpu-component=kubelet-plugin
+GPU_LABEL=nvidia.com/gpu.present
 # What the quickstart containers run after printing their GPUs: wait for SIGTERM, exit at once.
 SLEEP="trap 'exit 0' TERM; sleep 9999 & wait"
 
@@ -26,8 +33,8 @@ assert_one_gpu_claim() {
   [ -f "$(cdi_spec "$GPU_NODE" "$uid")" ] || { echo "no CDI spec for claim $uid" >&2; return 1; }
   echo "$uid"
 }
-# Where node <name>'s plugin serves /metrics and /healthz: hack/cluster/gpu-plugin.sh's rule.
-plugin_port() { echo $((${DRA_GPU_PLUGIN_PORT:-10280} + 100 * ($(node_idx "$1") - 1))); }
+# Where node <name>'s plugin serves /metrics: its pod's address, port 8080 (the chart's default).
+plugin_metrics_url() { echo "http://$(kubectl -n "$DRIVER_NS" get pod "$(plugin_pod "$1")" -o jsonpath='{.status.podIP}'):8080/metrics"; }
 
 # claim_template <name> [class] [extra YAML under "exactly:"], applied in the test namespace.
 claim_template() {
@@ -145,7 +152,6 @@ cdi_specs() { find "$(cdi_dir "$1")" -maxdepth 1 -name 'k8s.gpu.nvidia.com-claim
 checkpoint_claims() {
   jq '.data.preparedClaims | length' "$(node_var "$(node_idx "$1")" KUBELET_DIR)/plugins/$DRIVER/checkpoint.json"
 }
-plugin_log() { echo "$CLUSTER_DIR/logs/$1/gpu-kubelet-plugin.log"; }
 
 # What the node has prepared before this file's tests (a demo's pods, say), in BASE_{CDI,CP}_<node>,
 # for setup_file. The tests count what they add on top.
@@ -182,7 +188,7 @@ clean_node() {
 # workload container is created from the edited spec. The product is not involved.
 sabotage_cdi() {
   local node=$1 mode=$2 deadline=$((SECONDS + 30)) f root before
-  root=$(node_var "$(node_idx "$node")" KUBELET_DIR)/../driver-root
+  root=$(node_driver_root "$node")
   before=$(cdi_specs "$node")
   until f=$(comm -13 <(echo "$before") <(cdi_specs "$node") | grep . | head -n1) && [[ -n $f ]]; do
     ((SECONDS < deadline)) || return 0
@@ -200,39 +206,83 @@ sabotage_cdi() {
   echo "# sabotaged $f ($mode)" >&3
 }
 
-# The node's mock driver root on the host, and its fake nvidia-smi (reads the mock NVML state the
-# node's plugin and containers see).
-node_driver_root() { echo "$(node_var "$(node_idx "$1")" KUBELET_DIR)/../driver-root"; }
+# The node's mock driver root on the host (helm-driver.sh prepare-nodes; the plugin pod sees it
+# at /run/nvidia/driver), and its fake nvidia-smi (reads the mock NVML state the node's plugin and
+# containers see).
+node_driver_root() { echo "$(node_var "$(node_idx "$1")" STATE_DIR)/helm-driver-root"; }
 node_smi() { local n=$1; shift; "$(node_driver_root "$n")/usr/bin/nvidia-smi" "$@"; }
 
-# plugin_with_args NODE [ARG...]: (re)starts the node's plugin, same profile, with exactly these
-# extra arguments (gpu-plugin.sh up --arg ...). save_plugin_args NODE FILE keeps the current ones
-# for restore_plugin_args NODE FILE (in a teardown).
-plugin_with_args() {
-  local node=$1 a args=()
-  shift
-  for a in "$@"; do args+=(--arg "$a"); done
-  DRA_GPU_PLUGIN_ARGS="" DRA_GPU_PLUGIN_FEATURE_GATES="" "$REPO_ROOT/hack/cluster/gpu-plugin.sh" up \
-    --nodes "$node" --profile "$node=$(cat "$RUN_DIR/$node/gpu-plugin.profile")" "${args[@]}" >&3
+# --- The kubelet plugin, through Kubernetes ---------------------------------------------------
+
+plugin_pods() { kubectl -n "$DRIVER_NS" get pods -l "$PLUGIN_SELECTOR" "$@"; }
+# The plugin pod on node <name> (the newest one, while an old one terminates).
+plugin_pod() {
+  plugin_pods -o json --field-selector "spec.nodeName=$1" |
+    jq -r '[.items[] | select(.metadata.deletionTimestamp == null)] | sort_by(.metadata.creationTimestamp) | last | .metadata.name // empty'
 }
-save_plugin_args() { "$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$1" >"$2"; }
-restore_plugin_args() {
-  local saved
-  mapfile -t saved <"$2"
-  plugin_with_args "$1" "${saved[@]}"
+# The log of the plugin container (gpus) of node <name>'s plugin pod, since it started.
+plugin_logs() { kubectl -n "$DRIVER_NS" logs "$(plugin_pod "$1")" -c gpus; }
+plugin_restarts() {
+  kubectl -n "$DRIVER_NS" get pod "$(plugin_pod "$1")" -o jsonpath='{.status.containerStatuses[?(@.name=="gpus")].restartCount}'
+}
+# The FEATURE_GATES the DaemonSet gives the plugin container ("A=true,B=false").
+plugin_gates() {
+  kubectl -n "$DRIVER_NS" get daemonsets -o json | jq -r '.items[].spec.template |
+    select(.metadata.labels["dra-driver-nvidia-gpu-component"] == "kubelet-plugin") | .spec.containers[] |
+    select(.name == "gpus") | .env[] | select(.name == "FEATURE_GATES") | .value'
+}
+# Node <name> has a Ready plugin pod, a new one when [old pod] is given, and publishes devices.
+plugin_ready() {
+  local pod; pod=$(plugin_pod "$1")
+  [[ -n $pod && $pod != "${2:-}" ]] || return 1
+  [[ $(kubectl -n "$DRIVER_NS" get pod "$pod" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] &&
+    (($(slice_device_count "$1") > 0))
+}
+wait_plugin_ready() {
+  wait_for 120 "a Ready plugin pod on $1" plugin_ready "$@" || {
+    plugin_pods -o wide >&2; kubectl -n "$DRIVER_NS" describe pods -l "$PLUGIN_SELECTOR" >&2; return 1
+  }
+}
+# restart_plugin <node>: deletes the node's plugin pod (graceful, SIGTERM); the DaemonSet makes a
+# new one. Returns when the new pod is Ready.
+restart_plugin() {
+  local old; old=$(plugin_pod "$1")
+  kubectl -n "$DRIVER_NS" delete pod "$old" --wait=true --timeout=60s >/dev/null
+  wait_plugin_ready "$1" "$old"
+}
+# kill_plugin <node>: SIGKILL to the plugin process, from the host (a crash: no shutdown code
+# runs). The kubelet restarts the container in the same pod. Returns when it is Ready again.
+kill_plugin() {
+  local n=$1 before p pid=
+  before=$(plugin_restarts "$n")
+  for p in $(pgrep -f "(^|/)gpu-kubelet-plugin( |\$)"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "NODE_NAME=$n" && pid=$p
+  done
+  [[ -n $pid ]] || { echo "no gpu-kubelet-plugin process of $n found" >&2; return 1; }
+  kill -9 "$pid"
+  wait_for 90 "the kubelet to restart the plugin container on $n" eval '(( $(plugin_restarts '"$n"') > before ))'
+  wait_plugin_ready "$n"
+}
+# stop_plugin <node> / start_plugin <node>: takes the plugin off the node and back, the way an
+# operator does: the DaemonSet's node affinity follows the label nvidia.com/gpu.present.
+stop_plugin() {
+  kubectl label node "$1" "$GPU_LABEL-" >/dev/null
+  wait_for 60 "the plugin pod on $1 to go" eval '[[ -z $(plugin_pods -o name --field-selector spec.nodeName='"$1"') ]]'
+}
+start_plugin() {
+  kubectl label node "$1" "$GPU_LABEL=true" --overwrite >/dev/null
+  wait_plugin_ready "$1"
 }
 
-# change_plugin_args NODE [ARG...]: plugin_with_args, after keeping the arguments the node's plugin
-# ran with before the first change of this test file; restore_changed_plugin NODE (in teardown,
-# so also after a failure) puts those back if a test changed them.
-change_plugin_args() {
-  local saved=$BATS_FILE_TMPDIR/plugin-args-$1
-  [[ -f $saved ]] || save_plugin_args "$1" "$saved"
-  touch "$BATS_FILE_TMPDIR/plugin-changed-$1"
-  plugin_with_args "$@"
+# change_driver [HELM ARGS...]: `helm upgrade` of the release with these on top of run.sh's values
+# (e.g. --set featureGates.MPSSupport=true), waiting for the rollout; restore_driver (in a
+# teardown, so also after a failure) goes back to run.sh's values if a test changed them.
+change_driver() {
+  touch "$BATS_FILE_TMPDIR/driver-changed"
+  "$REPO_ROOT/hack/cluster/helm-driver.sh" install "$@" >&3
 }
-restore_changed_plugin() {
-  [[ -f $BATS_FILE_TMPDIR/plugin-changed-$1 ]] || return 0
-  restore_plugin_args "$1" "$BATS_FILE_TMPDIR/plugin-args-$1"
-  rm -f "$BATS_FILE_TMPDIR/plugin-changed-$1"
+restore_driver() {
+  [[ -f $BATS_FILE_TMPDIR/driver-changed ]] || return 0
+  "$REPO_ROOT/hack/cluster/helm-driver.sh" install >&3
+  rm -f "$BATS_FILE_TMPDIR/driver-changed"
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Claim lifecycle on a real node: unprepare after the pod goes, nothing leaks over many cycles,
 # and the plugin survives restarts and crashes without losing prepared claims. Pods run on node 1
-# (mock h100-8x). Run through run.sh.
+# (mock h100-8x). The plugin is the Helm-installed DaemonSet pod: a restart deletes the pod, a
+# crash is SIGKILL to its process. Run through run.sh.
 
 setup_file() {
   load lib
@@ -13,8 +14,8 @@ setup_file() {
 teardown_file() {
   load lib
   load gpu_lib
-  # A test that failed half-way must not leave the node's plugin stopped.
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" start "$GPU_NODE" >/dev/null
+  # A test that failed half-way must not leave the node without its plugin.
+  start_plugin "$GPU_NODE" >/dev/null
   kubectl delete namespace "$E2E_NS" --wait=false >/dev/null 2>&1 || true
 }
 
@@ -47,15 +48,14 @@ teardown() {
   done
   [ ! -e "$spec" ]
   [ "$(checkpoint_claims "$GPU_NODE")" -eq "$(base_cp "$GPU_NODE")" ]
-  grep -q "\"unprepared claim\" claim=\"$uid\"" "$(plugin_log "$GPU_NODE")"
+  plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
 }
 
 @test "10 create/delete cycles leak nothing: same devices, no CDI spec or checkpoint entry left" {
   claim_template single-gpu
-  local before i log lines
+  local before i lines new
   before=$(slice_device_count "$GPU_NODE")
-  log=$(plugin_log "$GPU_NODE")
-  lines=$(wc -l <"$log")
+  lines=$(plugin_logs "$GPU_NODE" | wc -l)
   for i in $(seq 10); do
     pod "cycle$i" "$GPU_NODE" "gpu=template:single-gpu" "" Never "nvidia-smi -L"
     wait_pod_phase "cycle$i" Succeeded 60
@@ -67,8 +67,9 @@ teardown() {
   [ "$(cdi_count "$GPU_NODE")" -eq "$(base_cdi "$GPU_NODE")" ]
   [ "$(checkpoint_claims "$GPU_NODE")" -eq "$(base_cp "$GPU_NODE")" ]
   # Ten prepares, each with its unprepare.
-  [ "$(tail -n +$((lines + 1)) "$log" | grep -c '"prepared claim"')" -eq 10 ]
-  [ "$(tail -n +$((lines + 1)) "$log" | grep -c '"unprepared claim"')" -eq 10 ]
+  new=$(plugin_logs "$GPU_NODE" | tail -n +$((lines + 1)))
+  [ "$(grep -c '"prepared claim"' <<<"$new")" -eq 10 ]
+  [ "$(grep -c '"unprepared claim"' <<<"$new")" -eq 10 ]
 }
 
 @test "a plugin restart between prepare and unprepare loses nothing" {
@@ -81,7 +82,7 @@ teardown() {
   spec=$(cdi_spec "$GPU_NODE" "$uid")
   started=$(k get pod pod1 -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')
 
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" restart "$GPU_NODE"
+  restart_plugin "$GPU_NODE"
   # The pod kept running in the same container; its claim is still prepared.
   [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Running ]
   [ "$(k get pod pod1 -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')" = "$started" ]
@@ -89,30 +90,38 @@ teardown() {
   [ "$(checkpoint_claims "$GPU_NODE")" -eq $(($(base_cp "$GPU_NODE") + 1)) ]
   assert_gpus pod1 1
 
-  # The new plugin process unprepares it from its checkpoint.
+  # The new plugin pod unprepares it from its checkpoint.
   k delete pod pod1 --wait=true --timeout=60s
   clean_node "$GPU_NODE"
   [ ! -e "$spec" ]
-  local log line
-  log=$(plugin_log "$GPU_NODE")
-  line=$(grep -n '^==== .* starting ' "$log" | tail -n 1 | cut -d: -f1)
-  tail -n +"$line" "$log" | grep -q "\"unprepared claim\" claim=\"$uid\""
+  plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
 }
 
-@test "kill -9 of the plugin, slices wiped, restart: slices republished and new pods work" {
-  local before
-  before=$(slice_device_count "$GPU_NODE")
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" stop --kill "$GPU_NODE"
-  # A crash leaves its sockets; the kubelet wipes the node's slices 30 s after losing the driver.
-  [ -S "$(node_var 1 KUBELET_DIR)/plugins_registry/gpu.nvidia.com-reg.sock" ]
-  kubectl delete resourceslices --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" >/dev/null
-  [ "$(slice_device_count "$GPU_NODE")" -eq 0 ]
-
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" start "$GPU_NODE"
-  [ "$(slice_device_count "$GPU_NODE")" -eq "$before" ]
+@test "kill -9 of the plugin while a claim is prepared: restarted in its pod, nothing lost, new pods work" {
   claim_template single-gpu
   pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
   wait_pod_phase pod1 Running 60
   wait_log pod1
-  assert_gpus pod1 1
+  local before pod uid
+  before=$(slice_device_count "$GPU_NODE")
+  pod=$(plugin_pod "$GPU_NODE")
+  uid=$(k get resourceclaim "$(claim_of pod1 gpu)" -o jsonpath='{.metadata.uid}')
+
+  kill_plugin "$GPU_NODE"
+  # The kubelet restarted the container in the same pod; its checkpoint still holds the claim.
+  [ "$(plugin_pod "$GPU_NODE")" = "$pod" ]
+  [ "$(slice_device_count "$GPU_NODE")" -eq "$before" ]
+  [ -f "$(cdi_spec "$GPU_NODE" "$uid")" ]
+  [ "$(checkpoint_claims "$GPU_NODE")" -eq $(($(base_cp "$GPU_NODE") + 1)) ]
+  [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Running ]
+
+  pod pod2 "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase pod2 Running 60
+  wait_log pod2
+  assert_gpus pod2 1
+  [ "$(gpu_uuids pod1)" != "$(gpu_uuids pod2)" ]
+  # The restarted process unprepares the claim it did not prepare itself.
+  k delete pod pod1 --wait=true --timeout=60s >/dev/null
+  wait_for 60 "CDI spec of claim $uid removed" test ! -e "$(cdi_spec "$GPU_NODE" "$uid")"
+  plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # MPS sharing on a real node (mock h100-8x on node 1, gate MPSSupport): one claim with a GpuConfig
 # of strategy MPS used by two pods. The plugin runs the claim's control daemon as a Deployment in
-# its namespace (default, hack/cluster/gpu-plugin.sh), with the nodes' workload image; the fake
+# its namespace (the release's, $DRIVER_NS), with the nodes' workload image; the fake
 # nvidia-cuda-mps-control of the node's mock driver root records the settings it was given in
 # <pipe dir>/settings.json and marks the daemon's /dev/shm. The workload containers must see the
 # daemon's pipe directory and the same /dev/shm; the GPU must be Exclusive_Process while the claim
@@ -28,17 +28,11 @@ setup() {
 
 teardown() {
   clean_node "$GPU_NODE"
-  restore_changed_plugin "$GPU_NODE"
+  restore_driver
 }
 
-# The plugin's gates now, plus MPSSupport.
-plugin_with_mps() {
-  local args gates
-  args=$("$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE")
-  gates=$(sed -n 's/^--feature-gates=//p' <<<"$args" | head -n1)
-  change_plugin_args "$GPU_NODE" --feature-gates="${gates:+$gates,}MPSSupport=true" \
-    $(grep -v '^--feature-gates=' <<<"$args" || true)
-}
+# The release with the MPSSupport gate on as well.
+plugin_with_mps() { change_driver --set featureGates.MPSSupport=true; }
 
 compute_mode() { node_smi "$GPU_NODE" -q -i "$1" | awk -F': ' '/Compute Mode/ {print $2}'; }
 
@@ -102,8 +96,8 @@ wait_end() {
     "$KUBELET_DIR/plugins/$DRIVER/checkpoint.json")" = "$id" ]
 
   # Its Deployment runs, ready, on this node.
-  [ "$(kubectl -n default get deployment "mps-control-daemon-$id" -o jsonpath='{.status.readyReplicas}')" = 1 ]
-  [ "$(kubectl -n default get pods -l "app=mps-control-daemon-$id" -o jsonpath='{.items[*].spec.nodeName}')" = "$GPU_NODE" ]
+  [ "$(kubectl -n "$DRIVER_NS" get deployment "mps-control-daemon-$id" -o jsonpath='{.status.readyReplicas}')" = 1 ]
+  [ "$(kubectl -n "$DRIVER_NS" get pods -l "app=mps-control-daemon-$id" -o jsonpath='{.items[*].spec.nodeName}')" = "$GPU_NODE" ]
 
   # Both containers: the pipe variable, the daemon's control socket, and its /dev/shm marker.
   for p in pod1 pod2; do
@@ -127,20 +121,18 @@ wait_end() {
   k delete pods pod1 pod2 --wait=false >/dev/null
   k delete resourceclaim mps-gpu --wait=false >/dev/null
   clean_node "$GPU_NODE"
-  run kubectl -n default get deployment "mps-control-daemon-$id"
+  run kubectl -n "$DRIVER_NS" get deployment "mps-control-daemon-$id"
   [ "$status" -ne 0 ]
   [[ $output == *NotFound* || $output == *"not found"* ]]
-  [ -z "$(kubectl -n default get pods -l "app=mps-control-daemon-$id" -o name)" ]
+  [ -z "$(kubectl -n "$DRIVER_NS" get pods -l "app=mps-control-daemon-$id" -o name)" ]
   [ ! -e "$MPS_DIR/$id" ]
   [ "$(compute_mode "$uuid")" = Default ]
 }
 
 @test "without the MPSSupport gate an MPS claim is refused with the gate's message" {
-  local args
-  args=$("$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE")
-  if grep -q 'MPSSupport=true' <<<"$args"; then
-    change_plugin_args "$GPU_NODE" $(sed 's/,\?MPSSupport=true//' <<<"$args")
-  fi
+  # run.sh's values leave the gate off.
+  if [[ $(plugin_gates) == *MPSSupport=true* ]]; then restore_driver; fi
+  [[ $(plugin_gates) != *MPSSupport=true* ]] || { echo "the plugin runs with MPSSupport=true: $(plugin_gates)"; false; }
   mps_claim mps-off
   pod_yaml pod1 "$GPU_NODE" "gpu=claim:mps-off" "" Always "$MPS_CMD" | k apply -f - >/dev/null
   local deadline=$((SECONDS + 60)) events=""
@@ -152,5 +144,5 @@ wait_end() {
   echo "# $(grep -m1 MPSSupport <<<"$events")" >&3
   grep -q '"MPS" is selected as the GPU sharing strategy, but the "MPSSupport" feature gate is not enabled' <<<"$events"
   [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Pending ]
-  [ -z "$(kubectl -n default get deployments -o name | grep "mps-control-daemon-$(k get resourceclaim mps-off -o jsonpath='{.metadata.uid}')" || true)" ]
+  [ -z "$(kubectl -n "$DRIVER_NS" get deployments -o name | grep "mps-control-daemon-$(k get resourceclaim mps-off -o jsonpath='{.metadata.uid}')" || true)" ]
 }

@@ -11,9 +11,9 @@ setup_file() {
   load gpu_lib
   make_test_namespace gpu-share
   record_baseline "$GPU_NODE"
-  # What the node's plugin runs with now; the consumable-shares test changes it and puts it back.
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE" | grep -q 'TimeSlicingSettings=true' || {
-    echo "the plugin on $GPU_NODE runs without TimeSlicingSettings=true (args: $("$REPO_ROOT/hack/cluster/gpu-plugin.sh" args "$GPU_NODE" | xargs)); run this file through test/e2e/run.sh" >&2
+  # What the plugin runs with now; the consumable-shares test changes it and puts it back.
+  [[ $(plugin_gates) == *TimeSlicingSettings=true* ]] || {
+    echo "the plugin runs without TimeSlicingSettings=true (FEATURE_GATES=$(plugin_gates)); run this file through test/e2e/run.sh" >&2
     return 1
   }
 }
@@ -30,7 +30,7 @@ setup() {
 
 teardown() {
   clean_node "$GPU_NODE"
-  restore_changed_plugin "$GPU_NODE"
+  restore_driver
 }
 
 host_smi() { node_smi "$GPU_NODE" "$@"; }
@@ -128,7 +128,7 @@ EOF
 }
 
 @test "consumable shares: two claims get the same GPU; equal configs both run, a conflicting one is refused" {
-  change_plugin_args "$GPU_NODE" --feature-gates=TimeSlicingSettings=true,ConsumableShares=true --consumable-shares=memory
+  change_driver --set featureGates.ConsumableShares=true --set consumableShares=memory
   # The slice now announces shareable devices with a memory request policy.
   local dev deadline=$((SECONDS + 30))
   until dev=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |

@@ -1,22 +1,18 @@
 #!/usr/bin/env bats
-# The driver installed the way operators install it: `helm install` of
-# deployments/helm/dra-driver-nvidia-gpu with the locally built image
-# (hack/cluster/driver-image.sh), instead of the host processes of gpu-plugin.sh. The kubelet
-# plugin runs as a DaemonSet pod on every node, registers with the real kubelet, publishes
-# ResourceSlices and prepares a claim; `helm uninstall` leaves nothing of it behind. The node
-# preparation, the install and the cleanup are hack/cluster/helm-driver.sh, which hack/demo.sh
-# runs too; values: hack/cluster/helm-values.yaml (docs/helm.md). The install stops the
-# host-process plugins first; teardown_file starts them again with the arguments run.sh uses
-# ($DRA_E2E_GPU_PLUGIN_UP), so the other scenario files are unaffected; run.sh runs it last.
+# The driver as operators install it: `helm install` of deployments/helm/dra-driver-nvidia-gpu with
+# the locally built image (hack/cluster/driver-image.sh). run.sh installed it for every scenario
+# file (hack/cluster/helm-driver.sh: node preparation, image import, `helm upgrade --install` with
+# hack/cluster/helm-values.yaml, docs/helm.md); this file checks the release itself: the DaemonSet
+# pods on every node, the chart's objects, the ResourceSlice admission policy, a rolling
+# `helm upgrade` to another image tag under load, and `helm uninstall`, which leaves nothing
+# behind. It ends with the driver uninstalled, so run.sh runs it last (a following run.sh
+# installs it again).
 #
-# helm-driver.sh prepare-nodes makes each node's mock driver root (profile h100-8x) under its
-# state folder and bind-mounts it at /run/nvidia/driver inside that node's mount namespace only:
-# one nvidiaDriverRoot for the whole DaemonSet, different GPUs per node. The nodes get the label
+# helm-driver.sh prepare-nodes made each node's mock driver root under its state folder and
+# bind-mounted it at /run/nvidia/driver inside that node's mount namespace only: one
+# nvidiaDriverRoot for the whole DaemonSet, different GPUs per node. The nodes carry the label
 # nvidia.com/gpu.present=true, one of those the chart's node affinity accepts (what GPU feature
 # discovery sets on a real node).
-
-RELEASE=dra-e2e
-HELM_NS=dra-driver-e2e
 
 setup_file() {
   load lib
@@ -27,7 +23,10 @@ setup_file() {
 teardown_file() {
   load lib
   load gpu_lib
-  helm_cleanup
+  local i
+  for i in $(seq "$(wc -w <<<"$DRA_NODES")"); do
+    node_ctr "$i" images rm "$(upgrade_image)" >/dev/null 2>&1 || true
+  done
   kubectl delete namespace "$E2E_NS" --wait=false >/dev/null 2>&1 || true
 }
 
@@ -39,18 +38,9 @@ setup() {
 helm() { "$HELM_BIN_DIR/helm" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 nodes() { printf '%s\n' $DRA_NODES; }
 node_count() { nodes | grep -c .; }
-helm_driver() { "$REPO_ROOT/hack/cluster/helm-driver.sh" "$@"; }
-plugin_pods() { kubectl -n "$HELM_NS" get pods -l dra-driver-nvidia-gpu-component=kubelet-plugin "$@"; }
-
-# Undoes everything the tests may have done, in reverse, then starts the host plugins again.
-# helm-driver.sh uninstall also deletes the namespace and the uninstalled driver's slices (the
-# kubelet removes them 30 s after it unregisters).
-helm_cleanup() {
-  helm_driver uninstall --release "$RELEASE" --namespace "$HELM_NS" >&3 2>&1 || true
-  helm_driver unprepare-nodes --nodes "$DRA_NODES" >&3 2>&1 || true
-  # shellcheck disable=SC2086 # the words are gpu-plugin.sh arguments
-  "$REPO_ROOT/hack/cluster/gpu-plugin.sh" up ${DRA_E2E_GPU_PLUGIN_UP:?run helm_install.bats through test/e2e/run.sh} >&3 2>&1
-}
+# The second tag of the driver image the upgrade test rolls to (same content, new tag).
+UPGRADE_TAG=v0.1.0-e2e-upgrade
+upgrade_image() { local i; i=$("$REPO_ROOT/hack/cluster/driver-image.sh" name); echo "${i%:*}:$UPGRADE_TAG"; }
 
 # ready_pods: how many plugin pods are Ready.
 ready_pods() {
@@ -58,27 +48,27 @@ ready_pods() {
 }
 
 @test "helm install: the kubelet plugin pods are Ready on every node and publish ResourceSlices" {
-  local n
+  local n want
   [[ -x $HELM_BIN_DIR/helm ]] || { echo "no helm at $HELM_BIN_DIR/helm: hack/cluster/build.sh helm"; false; }
-  # Mock roots, mounts and labels; then the install: gpu-plugin.sh down, the DeviceClasses it
-  # applied deleted (the chart installs its own), the image imported, `helm upgrade --install`
-  # with hack/cluster/helm-values.yaml, the DaemonSet rolled out and every node's slices there.
-  helm_driver prepare-nodes --profile h100-8x --nodes "$DRA_NODES" >&3
-  helm_driver install --release "$RELEASE" --namespace "$HELM_NS" >&3
-  echo "# helm install $RELEASE into $HELM_NS: $(helm -n "$HELM_NS" status "$RELEASE" -o json | jq -r .info.status)" >&3
-  # Ready = the init step found the driver, the startup probe (gRPC, the plugin's own sockets)
-  # passed (install waited for the rollout; this checks it).
+  echo "# release $RELEASE in $DRIVER_NS: $(helm -n "$DRIVER_NS" status "$RELEASE" -o json | jq -r '"revision \(.version), \(.info.status)"')" >&3
+  [ "$(helm -n "$DRIVER_NS" status "$RELEASE" -o json | jq -r .info.status)" = deployed ]
+  # Ready = the init step found the driver and the startup probe (gRPC, the plugin's own
+  # sockets) passed.
   wait_for 120 "$(node_count) Ready kubelet plugin pods" eval '(( $(ready_pods) == $(node_count) ))' || {
-    plugin_pods -o wide; kubectl -n "$HELM_NS" describe pods; false
+    plugin_pods -o wide; kubectl -n "$DRIVER_NS" describe pods; false
   }
-  # One pod per node, on that node.
+  # One pod per node, on that node, on the pod network (not the host's).
   [ "$(plugin_pods -o jsonpath='{.items[*].spec.nodeName}' | tr ' ' '\n' | sort | xargs)" = "$(nodes | sort | xargs)" ]
+  [ "$(plugin_pods -o json | jq '[.items[] | select(.spec.hostNetwork == true)] | length')" = 0 ]
   for n in $(nodes); do
-    wait_for 60 "ResourceSlices of $n" eval '(( $(slice_device_count '"$n"') == 8 ))' || {
-      kubectl get resourceslices; kubectl -n "$HELM_NS" logs -l dra-driver-nvidia-gpu-component=kubelet-plugin --tail 30; false
+    # Node 1: eight H100s; node 2: its A100s' MIG devices.
+    want=8
+    [[ $n != "$MIG_NODE" ]] || want=9
+    wait_for 60 "ResourceSlices of $n" eval '(( $(slice_device_count '"$n"') == want ))' || {
+      kubectl get resourceslices; plugin_logs "$n" | tail -n 30; false
     }
-    # Metrics and /healthz on the node's address (hostNetwork: one port per node address).
-    curl -sf -m 5 "http://$(node_var "$(node_idx "$n")" IP):8080/metrics" | grep -q 'nvidia_dra_requests_total'
+    # Metrics on the pod's address.
+    curl -sf -m 5 "$(plugin_metrics_url "$n")" | grep -q 'nvidia_dra_requests_total'
   done
   # The chart's objects exist under the chart's names.
   kubectl get deviceclass gpu.nvidia.com mig.nvidia.com vfio.gpu.nvidia.com >/dev/null
@@ -95,7 +85,7 @@ ready_pods() {
   local uid
   uid=$(assert_one_gpu_claim pod1)
   # The plugin pod prepared it, and unprepares it when the pod goes.
-  kubectl -n "$HELM_NS" logs -l dra-driver-nvidia-gpu-component=kubelet-plugin --tail -1 | grep -q "$uid"
+  plugin_logs "$GPU_NODE" | grep -q "\"prepared claim\" claim=\"$uid\""
   k delete pod pod1 --wait=true --timeout=60s >/dev/null
   wait_for 60 "CDI spec of claim $uid removed" test ! -e "$(cdi_spec "$GPU_NODE" "$uid")"
 }
@@ -105,9 +95,9 @@ ready_pods() {
 # driver name is one no plugin publishes, so no plugin deletes the slice.
 slice_as_plugin() { # <node of spec.nodeName>
   local pod sa token
-  pod=$(plugin_pods -o json | jq -r --arg n "$GPU_NODE" '.items[] | select(.spec.nodeName == $n) | .metadata.name')
-  sa=$(kubectl -n "$HELM_NS" get pod "$pod" -o jsonpath='{.spec.serviceAccountName}')
-  token=$(kubectl -n "$HELM_NS" create token "$sa" --bound-object-kind Pod --bound-object-name "$pod" --duration 10m)
+  pod=$(plugin_pod "$GPU_NODE")
+  sa=$(kubectl -n "$DRIVER_NS" get pod "$pod" -o jsonpath='{.spec.serviceAccountName}')
+  token=$(kubectl -n "$DRIVER_NS" create token "$sa" --bound-object-kind Pod --bound-object-name "$pod" --duration 10m)
   curl -s -m 10 --cacert "$PKI_DIR/ca.crt" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
     -X POST "https://127.0.0.1:$APISERVER_PORT/apis/resource.k8s.io/v1/resourceslices" -d "$(jq -cn --arg n "$1" \
       '{apiVersion: "resource.k8s.io/v1", kind: "ResourceSlice", metadata: {name: ("vap-e2e-" + $n)},
@@ -127,9 +117,98 @@ slice_as_plugin() { # <node of spec.nodeName>
   [[ $(jq -r .kind <<<"$out") == ResourceSlice ]] || { echo "$out"; false; }
 }
 
+# The plugin registration sockets of the driver on node <name> (one per plugin pod in the
+# rolling-update mode the chart turns on with POD_UID: gpu.nvidia.com-<pod UID>-reg.sock).
+reg_sockets() {
+  find "$(node_var "$(node_idx "$1")" KUBELET_DIR)/plugins_registry" -maxdepth 1 -name "$DRIVER-*-reg.sock" | wc -l
+}
+
+# load_pods <stop file> <log>: one short pod with a fresh single-GPU claim on $GPU_NODE every 1.5 s
+# until the stop file exists; each name goes to <log> when created.
+load_pods() {
+  local i=0
+  until [[ -e $1 ]]; do
+    i=$((i + 1))
+    pod "load$i" "$GPU_NODE" "gpu=template:single-gpu" "" Never "nvidia-smi -L" && echo "load$i" >>"$2"
+    sleep 1.5
+  done
+}
+
+# watch_plugins <stop file> <log>: every 0.3 s, per node, "<node> <plugin pods Running> <registration
+# sockets>" into <log>.
+watch_plugins() {
+  local n running
+  until [[ -e $1 ]]; do
+    for n in $(nodes); do
+      running=$(plugin_pods -o json --field-selector "spec.nodeName=$n" |
+        jq '[.items[] | select(.status.phase == "Running")] | length')
+      echo "$n $running $(reg_sockets "$n")" >>"$2"
+    done
+    sleep 0.3
+  done
+}
+
+@test "helm upgrade to another image tag under load: old and new plugin pods side by side, no failed prepare, no pod disruption" {
+  local i image pods started stop=$BATS_TEST_TMPDIR/stop created=$BATS_TEST_TMPDIR/created seen=$BATS_TEST_TMPDIR/seen
+  image=$(upgrade_image)
+  # The "new release" of the image: the same content under a second tag, in every node's containerd.
+  for i in $(seq "$(node_count)"); do
+    node_ctr "$i" images tag --force "$("$REPO_ROOT/hack/cluster/driver-image.sh" name)" "$image" >/dev/null
+  done
+  # A pod holding a GPU claim through the whole upgrade.
+  claim_template single-gpu
+  pod held "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase held Running 60
+  wait_log held
+  started=$(k get pod held -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')
+
+  : >"$created"
+  : >"$seen"
+  load_pods "$stop" "$created" 3>&- &
+  watch_plugins "$stop" "$seen" 3>&- &
+  sleep 3
+  # A surge rollout: each node gets its new plugin pod before the old one is stopped
+  # (maxUnavailable 0); the two serve side by side on sockets named after their pods.
+  "$REPO_ROOT/hack/cluster/helm-driver.sh" install --set image.tag="$UPGRADE_TAG" \
+    --set kubeletPlugin.updateStrategy.rollingUpdate.maxSurge=1 \
+    --set kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable=0 >&3 2>&1
+  sleep 5
+  touch "$stop"
+  wait
+
+  # Every plugin pod runs the new tag now.
+  [ "$(plugin_pods -o jsonpath='{.items[*].spec.containers[?(@.name=="gpus")].image}' | tr ' ' '\n' | sort -u)" = "$image" ]
+  # Both instances were up at once on every node: two Running plugin pods and two registration
+  # sockets observed together.
+  for n in $(nodes); do
+    grep -q "^$n 2 2$" "$seen" || { echo "never saw two plugin pods and sockets on $n:"; sort "$seen" | uniq -c; false; }
+  done
+  # Every pod created during the rollout ran to completion with its GPU; no prepare failed.
+  pods=$(grep -c . "$created")
+  ((pods >= 3)) || { echo "only $pods pods were created during the upgrade"; false; }
+  for p in $(cat "$created"); do
+    wait_pod_phase "$p" Succeeded 90
+    assert_gpus "$p" 1
+  done
+  local failed
+  failed=$(k get events -o json | jq '[.items[] | select(.reason == "FailedPrepareDynamicResources" or
+    (.type == "Warning" and (.message | test("prepare"; "i"))))] | length')
+  echo "# upgrade: $pods pods with new claims prepared during the rolling update, $failed failed prepares; $(sort -u "$seen" | awk '$2 == 2 && $3 == 2 {print $1}' | sort -u | xargs) had two plugin pods serving" >&3
+  [ "$failed" = 0 ] || { k get events; false; }
+  # The holder was never disturbed: same container, still Running, its GPU still there.
+  [ "$(k get pod held -o jsonpath='{.status.phase}')" = Running ]
+  [ "$(k get pod held -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')" = "$started" ]
+  [ "$(k get pod held -o jsonpath='{.status.containerStatuses[0].restartCount}')" = 0 ]
+  # The new plugin pod unprepares the claim the old one prepared.
+  local uid
+  uid=$(k get resourceclaim "$(claim_of held gpu)" -o jsonpath='{.metadata.uid}')
+  k delete pod held --wait=true --timeout=60s >/dev/null
+  wait_for 60 "CDI spec of claim $uid removed" test ! -e "$(cdi_spec "$GPU_NODE" "$uid")"
+}
+
 @test "helm uninstall leaves no plugin pod, ResourceSlice, socket, DeviceClass or RBAC object" {
   local n left
-  helm -n "$HELM_NS" uninstall "$RELEASE" --wait --timeout 2m >&3
+  helm -n "$DRIVER_NS" uninstall "$RELEASE" --wait --timeout 2m >&3
   wait_for 60 "plugin pods gone" eval '[[ -z $(plugin_pods -o name 2>/dev/null) ]]'
   # The kubelet removes a driver's slices 30 s after the driver unregistered.
   wait_for 90 "gpu.nvidia.com ResourceSlices gone" eval \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the e2e scenarios (test/e2e/*.bats, or the files given) against the local cluster and nodes,
 # which must already be up:   hack/cluster/up.sh --nodes 2 && test/e2e/run.sh
-# It starts (or keeps) the GPU kubelet plugins on the nodes first (hack/cluster/gpu-plugin.sh).
+# It installs (or keeps) the driver with Helm first (hack/cluster/helm-driver.sh).
 # Prints TAP, then one summary line "e2e: N passed, N failed, N skipped"; exits non-zero on any
 # failure. Needs root (mknod, nsenter into the nodes' mount namespaces).
 set -euo pipefail
@@ -12,22 +12,22 @@ source "$ROOT/hack/cluster/lib.sh"
   "$ROOT/hack/cluster/status.sh" >&2 || true
   die "e2e: the cluster and its nodes must be up first: hack/cluster/up.sh --nodes 2"
 }
-# helm_install.bats replaces the host-process plugins with the Helm-installed driver for its
-# duration; it runs last, so that a failure to restore them cannot disturb the other files.
+# The scenarios run against the driver installed the way operators install it: the Helm chart
+# with the locally built image (hack/cluster/helm-driver.sh, docs/helm.md). Node 1 serves eight
+# mock H100s, node 2 MIG-partitioned A100s; hack/cluster/helm-values.yaml enables time-slicing
+# (gpu_sharing.bats). Both steps are idempotent: with the release already installed with these
+# values, nothing is restarted. helm_install.bats runs last: it ends with `helm uninstall`.
+export DRA_HELM_RELEASE=${DRA_HELM_RELEASE:-dra-driver-nvidia-gpu}
+export DRA_HELM_NAMESPACE=${DRA_HELM_NAMESPACE:-nvidia-dra-driver-gpu}
 if (($# == 0)); then
   for f in "$ROOT"/test/e2e/*.bats; do [[ $f == */helm_install.bats ]] || set -- "$@" "$f"; done
   set -- "$@" "$ROOT/test/e2e/helm_install.bats"
 fi
-
-# The GPU scenarios need the kubelet plugin on the nodes: node 1 with eight mock H100s, node 2
-# with MIG-partitioned A100s, time-slicing enabled (gpu_sharing.bats). A no-op in a second when
-# they already run with these profiles and gates. helm_install.bats starts them again with the
-# same arguments.
-export DRA_E2E_GPU_PLUGIN_UP="--profile h100-8x --profile ${NODE_PREFIX:-dra-node}-2=a100-mig-4x
-  --feature-gates ${DRA_GPU_PLUGIN_FEATURE_GATES:-TimeSlicingSettings=true}"
-# shellcheck disable=SC2086 # the words are gpu-plugin.sh arguments
-"$ROOT/hack/cluster/gpu-plugin.sh" up $DRA_E2E_GPU_PLUGIN_UP ||
-  die "e2e: the GPU plugins did not start (hack/cluster/gpu-plugin.sh up)"
+"$ROOT/hack/cluster/helm-driver.sh" prepare-nodes --profile h100-8x \
+  --profile "${NODE_PREFIX:-dra-node}-2=a100-mig-4x" ||
+  die "e2e: preparing the nodes for the driver failed (hack/cluster/helm-driver.sh prepare-nodes)"
+"$ROOT/hack/cluster/helm-driver.sh" install ||
+  die "e2e: the driver did not install (hack/cluster/helm-driver.sh install)"
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
