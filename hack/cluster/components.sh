@@ -27,6 +27,9 @@ cmd_kube_apiserver() {
     # would log an error every 10 s. "none" keeps the Service (ClusterIP $SERVICE_FIRST_IP) without
     # endpoints; nothing here routes Service IPs anyway (no kube-proxy).
     --endpoint-reconciler-type=none
+    # Services the API server calls itself (admission webhooks, aggregated APIs) are dialled at
+    # their endpoints' pod addresses: without kube-proxy a Service's ClusterIP leads nowhere.
+    --enable-aggregator-routing=true
     --tls-cert-file="$PKI_DIR/apiserver.crt" --tls-private-key-file="$PKI_DIR/apiserver.key"
     --client-ca-file="$PKI_DIR/ca.crt"
     # The front-proxy (request header) setup kubeadm uses. Without it the

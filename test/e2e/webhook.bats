@@ -1,95 +1,63 @@
 #!/usr/bin/env bats
-# The validating admission webhook against the real kube-apiserver: the built `webhook` binary
-# runs on the host (127.0.0.1, a port it picks, a certificate for 127.0.0.1 signed by a CA made
-# here), and a ValidatingWebhookConfiguration scoped to this file's namespace sends it the
-# ResourceClaims and ResourceClaimTemplates created there. Run through test/e2e/run.sh.
-#
-# The binary: $DRA_WEBHOOK_BIN, else $DRA_BINARY_DIR/cmd/webhook/webhook, else
-# build/default/cmd/webhook/webhook.
+# The validating admission webhook of the Helm-installed driver against the real kube-apiserver:
+# setup_file upgrades the release run.sh installed with `webhook.enabled=true` and TLS mode
+# `secret`, as an operator without cert-manager does: a CA and a serving certificate for the
+# webhook Service's DNS name made here, the Secret created in the release namespace, the CA given
+# as webhook.tls.secret.caBundle. The API server reaches the webhook Deployment's pod through its
+# Service (docs/development.md "Pod network"). teardown_file goes back to run.sh's values (webhook
+# off): other scenario files create claims the webhook would refuse on purpose (they test the
+# plugin's own checks). Run through test/e2e/run.sh.
 
 setup_file() {
   load lib
+  load gpu_lib
   make_test_namespace webhook
   WH_DIR=$(mktemp -d /tmp/e2e-webhook-XXXXXX)
-  WH_CONFIG=e2e-gpu-webhook-$E2E_NS
-  export WH_DIR WH_CONFIG
-  local bin=${DRA_WEBHOOK_BIN:-${DRA_BINARY_DIR:-$REPO_ROOT/build/default}/cmd/webhook/webhook}
-  [[ -x $bin ]] || { echo "webhook binary not found at $bin (build the 'webhook' target)" >&2; return 1; }
-
-  # A CA and a serving certificate for IP 127.0.0.1, which the API server dials.
+  export WH_DIR
+  local svc=$RELEASE-webhook secret=e2e-webhook-tls
+  # A CA and a serving certificate for the Service's DNS name, which the API server dials.
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
     -subj "/CN=e2e-webhook-ca" -keyout "$WH_DIR/ca.key" -out "$WH_DIR/ca.crt" 2>/dev/null
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$svc.$DRIVER_NS.svc" \
     -keyout "$WH_DIR/tls.key" -out "$WH_DIR/tls.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$WH_DIR/ext.cnf"
+  printf 'subjectAltName=DNS:%s.%s.svc,DNS:%s.%s.svc.cluster.local\nextendedKeyUsage=serverAuth\n' \
+    "$svc" "$DRIVER_NS" "$svc" "$DRIVER_NS" >"$WH_DIR/ext.cnf"
   openssl x509 -req -in "$WH_DIR/tls.csr" -CA "$WH_DIR/ca.crt" -CAkey "$WH_DIR/ca.key" \
     -CAcreateserial -days 1 -extfile "$WH_DIR/ext.cnf" -out "$WH_DIR/tls.crt" 2>/dev/null
+  kubectl -n "$DRIVER_NS" delete secret "$secret" --ignore-not-found >/dev/null
+  kubectl -n "$DRIVER_NS" create secret tls "$secret" --cert "$WH_DIR/tls.crt" --key "$WH_DIR/tls.key" >/dev/null
 
-  # Port 0: the webhook picks a free port and logs it.
-  "$bin" --tls-cert-file "$WH_DIR/tls.crt" --tls-private-key-file "$WH_DIR/tls.key" \
-    --bind-address 127.0.0.1 --port 0 --feature-gates TimeSlicingSettings=true -v 2 \
-    >"$WH_DIR/webhook.log" 2>&1 &
-  echo $! >"$WH_DIR/webhook.pid"
-  local deadline=$((SECONDS + 20)) port=
-  until port=$(grep -m1 -oE '"webhook serving".* port=[0-9]+' "$WH_DIR/webhook.log" | grep -oE '[0-9]+$'); do
-    if ((SECONDS >= deadline)) || ! kill -0 "$(cat "$WH_DIR/webhook.pid")" 2>/dev/null; then
-      echo "webhook did not start; its log:" >&2
-      cat "$WH_DIR/webhook.log" >&2
-      return 1
-    fi
-    sleep 0.2
-  done
-  echo "$port" >"$WH_DIR/port"
-  [[ $(curl -sS --cacert "$WH_DIR/ca.crt" "https://127.0.0.1:$port/readyz") == ok ]]
-
-  kubectl apply -f - >/dev/null <<EOF
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: $WH_CONFIG}
-webhooks:
-- name: gpu.nvidia.com
-  clientConfig:
-    url: https://127.0.0.1:$port/validate-resource-claim-parameters
-    caBundle: $(base64 -w0 <"$WH_DIR/ca.crt")
-  rules:
-  - apiGroups: [resource.k8s.io]
-    apiVersions: [v1, v1beta1, v1beta2]
-    operations: [CREATE, UPDATE]
-    resources: [resourceclaims, resourceclaimtemplates]
-    scope: Namespaced
-  # Only this file's namespace: other scenarios share the cluster.
-  namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: $E2E_NS}
-  sideEffects: None
-  admissionReviewVersions: [v1]
-  failurePolicy: Fail
-  timeoutSeconds: 10
-EOF
+  change_driver --set webhook.enabled=true --set webhook.tls.mode=secret \
+    --set webhook.tls.secret.name="$secret" --set webhook.tls.secret.caBundle="$(base64 -w0 <"$WH_DIR/ca.crt")"
+  kubectl -n "$DRIVER_NS" rollout status "deployment/$svc" --timeout=120s >/dev/null || {
+    kubectl -n "$DRIVER_NS" describe pods -l dra-driver-nvidia-gpu-component=webhook >&2; return 1
+  }
   # The API server picks up new configurations asynchronously: wait until a bad claim is refused.
-  deadline=$((SECONDS + 30))
+  local deadline=$((SECONDS + 60))
   until bad_claim probe | kubectl -n "$E2E_NS" apply --dry-run=server -f - 2>&1 | grep -q 'denied the request'; do
-    ((SECONDS < deadline)) || { echo "the webhook configuration did not take effect" >&2; return 1; }
+    ((SECONDS < deadline)) || {
+      echo "the webhook did not take effect:" >&2
+      bad_claim probe | kubectl -n "$E2E_NS" apply --dry-run=server -f - >&2 || true
+      kubectl -n "$DRIVER_NS" logs -l dra-driver-nvidia-gpu-component=webhook --tail 20 >&2 || true
+      return 1
+    }
     sleep 0.5
   done
 }
 
 teardown_file() {
   load lib
-  [[ -n ${WH_CONFIG:-} ]] && kubectl delete validatingwebhookconfiguration "$WH_CONFIG" --ignore-not-found >/dev/null 2>&1
-  if [[ -s ${WH_DIR:-}/webhook.pid ]]; then
-    local pid
-    pid=$(cat "$WH_DIR/webhook.pid")
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  kubectl delete namespace "$E2E_NS" "${E2E_NS}-other" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  load gpu_lib
+  restore_driver
+  kubectl -n "$DRIVER_NS" delete secret e2e-webhook-tls --ignore-not-found >/dev/null 2>&1 || true
+  kubectl delete namespace "$E2E_NS" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   [[ -n ${WH_DIR:-} ]] && rm -rf "$WH_DIR"
   true
 }
 
 setup() {
   load lib
+  load gpu_lib
 }
 
 # bad_claim <name> [apiVersion]: a claim whose GpuConfig names a strategy that does not exist.
@@ -221,8 +189,10 @@ EOF
   kubectl -n "$E2E_NS" get resourceclaimtemplate good-template >/dev/null
 }
 
-@test "the webhook configuration applies to its own namespace only" {
-  kubectl create namespace "${E2E_NS}-other" >/dev/null
-  bad_claim elsewhere | kubectl -n "${E2E_NS}-other" apply -f - >/dev/null
-  kubectl -n "${E2E_NS}-other" get resourceclaim elsewhere >/dev/null
+@test "the chart's webhook: a Ready Deployment behind its Service, the configuration carries the Secret's CA" {
+  local svc=$RELEASE-webhook
+  [ "$(kubectl -n "$DRIVER_NS" get deployment "$svc" -o jsonpath='{.status.readyReplicas}')" = 1 ]
+  [ -n "$(kubectl -n "$DRIVER_NS" get endpointslices -l "kubernetes.io/service-name=$svc" -o jsonpath='{.items[*].endpoints[*].addresses[*]}')" ]
+  [ "$(kubectl get validatingwebhookconfiguration "$svc-config" -o jsonpath='{.webhooks[0].clientConfig.caBundle}')" = "$(base64 -w0 <"$WH_DIR/ca.crt")" ]
+  [ "$(kubectl get validatingwebhookconfiguration "$svc-config" -o jsonpath='{.webhooks[0].clientConfig.service.name}')" = "$svc" ]
 }
