@@ -57,7 +57,7 @@ cmd_gpu_kubelet_plugin() {
   CMD=("$GPU_PLUGIN_BIN" --node-name="$n" --kubeconfig="$KUBECONFIG_PATH"
     --kubelet-plugins-directory-path=/var/lib/kubelet/plugins
     --kubelet-registrar-directory-path=/var/lib/kubelet/plugins_registry --cdi-root=/var/run/cdi
-    --nvidia-driver-root="$root" --container-driver-root="$root" --proc-root="$root/proc"
+    --nvidia-driver-root="$root" --container-driver-root="$root" --proc-root="$root/proc" --sys-root="$root/sys"
     --http-endpoint="127.0.0.1:$(plugin_port "$n")" --v="${DRA_GPU_PLUGIN_VERBOSITY:-2}"
     --namespace=default --image-name="$WORKLOAD_IMAGE" --image-pull-policy=Never)
   local extra

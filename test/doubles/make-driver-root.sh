@@ -10,6 +10,8 @@
 #   <dir>/var/lib/mock-nvml/state.json, state.lock                     mutable state (by the mock)
 #   <dir>/dev/nvidiactl, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia<minor>...
 #   <dir>/dev/nvidia-caps/nvidia-cap<N>                                MIG capabilities (by the mock)
+#   <dir>/sys/bus/pci/devices/<bus id> -> ../../../devices/pci<root>/.../<bus id>, with numa_node
+#                                                                      the GPUs' PCI topology
 #   <dir>/proc/devices, <dir>/proc/driver/nvidia/...,
 #   <dir>/proc/driver/nvidia-caps/mig-minors                           (by the mock, see
 #                                                                       mock-nvml/materialize.h)
@@ -151,6 +153,34 @@ char_device "$root/dev/nvidia-modeset" 195 254
 while read -r minor; do
   char_device "$root/dev/nvidia$minor" 195 "$minor"
 done < <(grep -o '"minor":[[:space:]]*[0-9]*' "$profile" | grep -o '[0-9]*$')
+
+# <dir>/sys: the PCI topology of the profile's GPUs, as the kernel lays it out, for the plugin's
+# --sys-root (resource.kubernetes.io/pcieRoot and numaNode; lib/gpu/sysfs.h). Derived from each
+# bus id DDDD:BB:dd.f: a GPU on bus BB > 0 sits behind the root port DDDD:(BB-1):00.0 of root
+# complex pciDDDD:(BB-1); on bus 00 (a VM's flat bus) directly under pciDDDD:00. NUMA node: -1
+# (no affinity, as in a VM) on bus 00, 1 for domains >= 0x10 or buses >= 0x80 (the second
+# socket), else 0. Rebuilt from scratch on every run.
+write_sysfs() {
+  local bdf dom bus path numa
+  rm -rf "$root/sys.tmp.$$"
+  mkdir -p "$root/sys.tmp.$$/bus/pci/devices" "$root/sys.tmp.$$/devices"
+  while read -r bdf; do
+    bdf=${bdf,,}
+    dom=${bdf%%:*} bus=${bdf#*:} bus=${bus%%:*}
+    if ((16#$bus > 0)); then
+      path=pci$dom:$(printf '%02x' $((16#$bus - 1)))/$dom:$(printf '%02x' $((16#$bus - 1))):00.0/$bdf
+      if ((16#$dom >= 16 || 16#$bus >= 128)); then numa=1; else numa=0; fi
+    else
+      path=pci$dom:00/$bdf numa=-1
+    fi
+    mkdir -p "$root/sys.tmp.$$/devices/$path"
+    echo "$numa" >"$root/sys.tmp.$$/devices/$path/numa_node"
+    ln -s "../../../devices/$path" "$root/sys.tmp.$$/bus/pci/devices/$bdf"
+  done < <(grep -o '"pci_bus_id":[[:space:]]*"[^"]*"' "$profile" | grep -o '[0-9a-fA-F]*:[0-9a-fA-F]*:[0-9a-fA-F.]*')
+  rm -rf "$root/sys"
+  mv "$root/sys.tmp.$$" "$root/sys"
+}
+write_sysfs
 
 # The first NVML session in the root writes state.json, /proc and the nvidia-caps nodes.
 if ! out=$(env -u MOCK_NVML_ROOT -u LD_PRELOAD -u MOCK_NVML_FORCED_ERRORS \

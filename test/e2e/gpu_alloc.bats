@@ -174,3 +174,25 @@ EOF
   [ "${uuids[0]}" != "${uuids[1]}" ]
   [ "${uuids[2]}" != "${uuids[3]}" ]
 }
+
+@test "the slices publish the standard PCI attributes from the node's sysfs: pciBusID, pcieRoot, numaNode" {
+  local slices want got
+  # The mock driver root carries a sysfs tree with each GPU behind its own root port
+  # (make-driver-root.sh): GPU 0000:BB:00.0 -> pcieRoot pci0000:(BB-1); NUMA node 1 from bus 0x80.
+  slices=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER")
+  want=$(jq -r '.items[].spec.devices[].attributes["resource.kubernetes.io/pciBusID"].string' <<<"$slices" | sort |
+    while read -r b; do
+      bus=$((16#$(cut -d: -f2 <<<"$b")))
+      printf '%s pci0000:%02x %d\n' "$b" $((bus - 1)) $((bus >= 128))
+    done)
+  got=$(jq -r '.items[].spec.devices[].attributes | "\(.["resource.kubernetes.io/pciBusID"].string) \(.["resource.kubernetes.io/pcieRoot"].string) \(.["resource.kubernetes.io/numaNode"].int)"' <<<"$slices" | sort)
+  [ "$(grep -c . <<<"$got")" -eq 8 ]
+  [ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); false; }
+  # Both NUMA nodes occur (the profile's GPUs sit on both sockets).
+  [ "$(awk '{print $3}' <<<"$got" | sort -u | xargs)" = "0 1" ]
+  # A MIG device carries its parent GPU's topology (node 2).
+  [[ -n $MIG_NODE ]] || return 0
+  slices=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$MIG_NODE,spec.driver=$DRIVER")
+  got=$(jq -r '[.items[].spec.devices[].attributes | select(.type.string == "mig") | .["resource.kubernetes.io/pcieRoot"].string // "none"] | unique | .[]' <<<"$slices")
+  [[ -n $got && $got != *none* ]] || { echo "MIG devices without pcieRoot: $got"; false; }
+}
