@@ -14,6 +14,7 @@
 #   helm-driver.sh install [--release R] [--namespace NS] [HELM ARGS ...]
 #       stops the host-process plugins (gpu-plugin.sh down) and deletes DeviceClasses that Helm
 #       does not own (the chart installs its own), imports the image into every running node,
+#       applies the chart's CRDs (Helm never upgrades them),
 #       prints and runs `helm upgrade --install` (extra arguments, e.g. --set k=v or -f file, are
 #       passed on), then waits until the kubelet-plugin DaemonSet is rolled out and every prepared
 #       node publishes devices. A second run is an upgrade to the same revision content: the pods
@@ -136,6 +137,10 @@ cmd_install() {
     kubectl delete deviceclass $gpu_classes --ignore-not-found >/dev/null
   fi
   "$HACK_CLUSTER_DIR/driver-image.sh" import
+  # Helm installs crds/ with a release's first install only and never upgrades them; an operator
+  # applies them on every chart upgrade, and so does this.
+  kubectl apply --server-side --force-conflicts --field-manager=helm-driver -f "$REPO_ROOT/$CHART/crds" >/dev/null ||
+    die "helm-driver: applying the chart's CRDs ($CHART/crds) failed"
 
   cmd=("$HELM" --kubeconfig "$KUBECONFIG_PATH" upgrade --install "$RELEASE" "$CHART"
     --namespace "$NAMESPACE" --create-namespace --values "$VALUES" "${HELM_ARGS[@]}")

@@ -78,6 +78,8 @@ spec: {numNodes: -1, channel: {resourceClaimTemplate: {name: x}}}"
     -p '{"status": {"status": "NotReady", "nodes": [{"name": "n1", "ipAddress": "10.244.1.9", "cliqueID": "c.1", "index": 0}]}}' >/dev/null
   [ "$(k get computedomain cd2 -o jsonpath='{.status.nodes[0].status}')" = NotReady ]
   [ "$(k get computedomain cd2 -o jsonpath='{.status.nodes[0].index}')" = 0 ]
+  # The printer columns (which the public CRD lacks).
+  [[ $(k get computedomain cd2 --no-headers) =~ ^cd2\ +NotReady\ +n1\ + ]] || { k get computedomain cd2; false; }
 }
 
 @test "a ComputeDomainClique lists each node's daemon once" {
@@ -95,4 +97,5 @@ metadata: {name: uid.clique}
 daemons:
 - {nodeName: n1, ipAddress: 10.244.1.9, cliqueID: c.1, index: 0}"
   [ "$(k get computedomainclique uid.clique -o jsonpath='{.daemons[0].status}')" = NotReady ]
+  [[ $(k get computedomainclique uid.clique --no-headers) =~ ^uid.clique\ +n1\ + ]] || { k get computedomainclique uid.clique; false; }
 }
