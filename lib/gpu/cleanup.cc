@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
-#include "lib/k8s/objects_resource.h"
 
 namespace dra::gpu {
 
@@ -18,7 +17,7 @@ absl::Status Cleanup::RunOnce() {
     if (claim.name.empty()) {
       stale = false;  // cannot look it up; leave it to an explicit unprepare
     } else {
-      auto current = client_->Get(k8s::ResourceClaim::kResource, claim.namespace_name, claim.name);
+      auto current = api_->Get(claim.namespace_name, claim.name);
       if (absl::IsNotFound(current.status())) {
         stale = true;
       } else if (!current.ok()) {
@@ -40,21 +39,28 @@ absl::Status Cleanup::RunOnce() {
       note((*result)[uid]);
     }
   }
-  // CDI specs without a checkpoint entry were left by a crash mid-prepare. Under the prep lock:
-  // a prepare in flight writes its spec before its checkpoint entry.
+  // Temporary CDI files are left by a crash mid-write. Under the prep lock: a prepare in flight
+  // writes its spec through one.
   note(driver_->RunLocked([&]() -> absl::Status {
     ASSIGN_OR_RETURN(int temporary, cdi_->RemoveTemporaryFiles());
     if (temporary > 0)
       DRA_INFO("removed temporary CDI spec files left by a crash", "files", temporary);
-    ASSIGN_OR_RETURN(std::vector<std::string> spec_uids, cdi_->ListClaimUids());
-    ASSIGN_OR_RETURN(checkpoint::ClaimMap current, checkpoint_->List());
-    for (const std::string& uid : spec_uids) {
-      if (current.contains(uid)) continue;
-      DRA_INFO("removing CDI spec of a claim that is not prepared", "claim", uid);
-      RETURN_IF_ERROR(cdi_->Remove(uid));
-    }
     return absl::OkStatus();
   }));
+  // CDI specs without a checkpoint entry: rebuilt while their claim is in use here, else removed.
+  absl::StatusOr<SpecReconciliation> specs =
+      ReconcileCdiSpecs(*api_, *cdi_, *checkpoint_, *state_, *driver_, /*remove_orphans=*/true);
+  if (!specs.ok()) {
+    note(specs.status());
+  } else {
+    if (!specs->api_error.ok()) {
+      note(Annotate(specs->api_error, "CDI specs without a checkpoint entry kept"));
+    } else if (!specs->rebuilt.empty() || !specs->failed.empty()) {
+      DRA_WARNING("CDI specs of claims in use on this node had no checkpoint entry", "summary",
+                  specs->Summary(/*removed_orphans=*/true));
+    }
+    if (!specs->rebuilt.empty()) driver_->RefreshPreparedDevicesGauge();
+  }
   return first_error;
 }
 

@@ -100,34 +100,19 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::Prepare(const k8s::Reso
   return devices;
 }
 
-absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
-    const k8s::ResourceClaim& claim) {
+absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceClaim& claim) const {
   const std::string& uid = claim.metadata.uid;
-  // One read serves the idempotency check and the overlap check below.
-  ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
-  const auto existing = all.find(uid);
-  if (existing != all.end() && existing->second.state == ClaimState::kPrepareCompleted) {
-    DRA_VLOG(4, "claim already prepared", "claim", uid);
-    return PreparedDevicesFromJson(existing->second.prepared_devices);
-  }
   if (!claim.status.allocation) return absl::FailedPreconditionError("claim not yet allocated");
-  ASSIGN_OR_RETURN(std::vector<ConfigGroup> groups,
+  Plan plan;
+  ASSIGN_OR_RETURN(plan.groups,
                    ResolveDeviceConfigs(claim, inventory_, options_.driver_name, gates()));
-  for (const ConfigGroup& g : groups) {
+  for (const ConfigGroup& g : plan.groups) {
     RETURN_IF_ERROR(api::CheckConsumableSharesAllowSharing(g.config, options_.consumable_shares));
     RETURN_IF_ERROR(CheckSupported(g.config, gates()));
   }
-  // Counted from here: the kubelet's timeout started before this call.
-  const absl::Time mps_deadline = options_.clock->Now() + options_.mps_ready_timeout;
-
-  std::vector<PreparedDevice> prepared;
-  std::vector<const api::Config*> configs;  // parallel to `prepared`
-  // The MPS daemons, and the devices (by name) each one serves.
-  std::vector<std::pair<std::unique_ptr<MpsDaemon>, std::vector<std::string>>> daemons;
-  bool time_slicing = false;
-  for (const ConfigGroup& g : groups) {
+  for (const ConfigGroup& g : plan.groups) {
     const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
-    time_slicing = time_slicing || interval.has_value();
+    plan.time_slicing = plan.time_slicing || interval.has_value();
     std::optional<MpsDaemonRecord> mps_record;
     if (const std::optional<api::MpsConfig> mps = MpsConfigOf(g.config)) {
       if (options_.mps == nullptr) {
@@ -138,7 +123,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
       mps_record = daemon->Record();
       std::vector<std::string> names;
       for (const k8s::DeviceRequestAllocationResult* r : g.results) names.push_back(r->device);
-      daemons.emplace_back(std::move(daemon), std::move(names));
+      plan.daemons.emplace_back(std::move(daemon), std::move(names));
     }
     for (size_t i = 0; i < g.results.size(); ++i) {
       const k8s::DeviceRequestAllocationResult& r = *g.results[i];
@@ -161,10 +146,31 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
       p.admin_access = r.admin_access.value_or(false);
       if (d.type == DeviceType::kGpu) p.time_slice_applied = interval.has_value();
       p.mps_daemon = mps_record;
-      prepared.push_back(std::move(p));
-      configs.push_back(&g.config);
+      plan.prepared.push_back(std::move(p));
+      plan.configs.push_back(&g.config);
     }
   }
+  return plan;
+}
+
+absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
+    const k8s::ResourceClaim& claim) {
+  const std::string& uid = claim.metadata.uid;
+  // One read serves the idempotency check and the overlap check below.
+  ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
+  const auto existing = all.find(uid);
+  if (existing != all.end() && existing->second.state == ClaimState::kPrepareCompleted) {
+    DRA_VLOG(4, "claim already prepared", "claim", uid);
+    return PreparedDevicesFromJson(existing->second.prepared_devices);
+  }
+  // Counted from here: the kubelet's timeout started before this call.
+  const absl::Time mps_deadline = options_.clock->Now() + options_.mps_ready_timeout;
+  ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim));
+  const std::vector<ConfigGroup>& groups = plan.groups;
+  const std::vector<PreparedDevice>& prepared = plan.prepared;
+  const std::vector<const api::Config*>& configs = plan.configs;
+  auto& daemons = plan.daemons;
+  const bool time_slicing = plan.time_slicing;
   RETURN_IF_ERROR(CheckOverlap(uid, all, prepared, configs));
 
   // A prepare that crashed or failed half-way may have changed GPUs: undo that first.
@@ -345,6 +351,38 @@ void DeviceState::CountPreparedDevices(const checkpoint::ClaimMap& claims) {
 std::map<std::string, int> DeviceState::PreparedDeviceCounts() const {
   absl::MutexLock lock(&counts_mu_);
   return prepared_counts_;
+}
+
+absl::StatusOr<bool> DeviceState::Rebuild(const k8s::ResourceClaim& claim) {
+  absl::MutexLock lock(&mu_);
+  const std::string& uid = claim.metadata.uid;
+  absl::StatusOr<Plan> plan = PlanLocked(claim);
+  if (!plan.ok()) {
+    return Annotate(plan.status(),
+                    absl::StrCat("rebuild the record of claim ", claim.metadata.namespace_name, "/",
+                                 claim.metadata.name, " (", uid, ")"));
+  }
+  nlohmann::json allocation = claim.ToJson()["status"]["allocation"];
+  bool added = false;
+  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
+    if (claims.contains(uid)) return absl::OkStatus();  // recorded meanwhile: that record wins
+    checkpoint::PreparedClaim& c = claims[uid];
+    c.uid = uid;
+    c.namespace_name = claim.metadata.namespace_name;
+    c.name = claim.metadata.name;
+    c.state = ClaimState::kPrepareCompleted;
+    c.allocation = allocation;
+    c.prepared_devices = PreparedDevicesToJson(plan->prepared);
+    CountPreparedDevices(claims);
+    added = true;
+    return absl::OkStatus();
+  }));
+  if (added) {
+    DRA_INFO("rebuilt the checkpoint record of a prepared claim", "claim", uid, "namespace",
+             claim.metadata.namespace_name, "name", claim.metadata.name, "devices",
+             plan->prepared.size());
+  }
+  return added;
 }
 
 absl::Status DeviceState::Unprepare(const std::string& claim_uid) {

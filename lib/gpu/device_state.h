@@ -41,6 +41,7 @@
 #include "lib/common/clock.h"
 #include "lib/common/feature_gates.h"
 #include "lib/gpu/claim_cdi.h"
+#include "lib/gpu/device_configs.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepared.h"
@@ -81,6 +82,12 @@ class DeviceState {
   absl::StatusOr<std::vector<PreparedDevice>> Prepare(const k8s::ResourceClaim& claim);
   // Undoes Prepare using the checkpoint alone; an unknown claim is success.
   absl::Status Unprepare(const std::string& claim_uid);
+  // Records `claim` as PrepareCompleted with the devices a prepare would record (time-slice and
+  // MPS daemon included), without touching any device or CDI spec: for a claim whose CDI spec is
+  // on disk and that the API server says is in use on this node, after its record was lost (a
+  // corrupt checkpoint), so that unprepare undoes it again. False when the claim already has a
+  // record (left as it is). REQUIRES: the caller holds the prep lock, as for Prepare.
+  absl::StatusOr<bool> Rebuild(const k8s::ResourceClaim& claim);
 
   const Inventory& inventory() const { return inventory_; }
 
@@ -91,6 +98,19 @@ class DeviceState {
   void CountPreparedDevices(const checkpoint::ClaimMap& claims);
 
  private:
+  // What prepare would do for a claim: its config groups, the devices to record (configs[i] is
+  // the config of prepared[i], pointing into groups), the MPS daemons (not started) with the
+  // devices each serves, and whether a time-slice is set.
+  struct Plan {
+    std::vector<ConfigGroup> groups;
+    std::vector<PreparedDevice> prepared;
+    std::vector<const api::Config*> configs;
+    std::vector<std::pair<std::unique_ptr<MpsDaemon>, std::vector<std::string>>> daemons;
+    bool time_slicing = false;
+  };
+  // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects.
+  absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<PreparedDevice>> PrepareLocked(const k8s::ResourceClaim& claim)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses devices that other PrepareCompleted claims in `all` hold, unless consumable shares

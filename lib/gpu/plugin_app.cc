@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <thread>
 
@@ -26,6 +28,7 @@
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/nvidia_smi.h"
+#include "lib/gpu/rebuild.h"
 #include "lib/gpu/slices.h"
 #include "lib/gpu/time_slicing.h"
 #include "lib/k8s/client.h"
@@ -152,15 +155,23 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
                          std::string(discovered.status().message()), kComponent, config.node_name);
   }
 
+  checkpoint::CheckpointOptions cp_options;
   auto* corrupt = registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
                                       "Corrupt checkpoints moved aside and replaced.", {});
-  checkpoint::CheckpointOptions cp_options;
+  // A corrupt checkpoint is replaced by an empty one; the records of claims still in use are then
+  // rebuilt from their CDI specs and the API server (rebuild.h): at startup before serving, and
+  // at any later read by a cleanup pass started at once. The Node event says what came of it.
+  std::atomic<bool> serving{false};
+  std::atomic<bool> cleanup_now{false};
   cp_options.on_corruption = [&](const checkpoint::CorruptionReport& r) {
     corrupt->WithLabels({})->Inc();
+    if (!serving) return;  // the startup rebuild below posts the event with its outcome
+    cleanup_now = true;
     (void)k8s::PostEvent(
         client.get(), node_ref, "Warning", "CheckpointCorrupt",
         absl::StrCat("checkpoint ", r.path, " was corrupt (", r.reason, "); moved to ", r.moved_to,
-                     "; prepared claims it held are unprepared by cleanup"),
+                     "; the records of claims still in use on this node are being rebuilt from "
+                     "their CDI specs and the API server by the cleanup"),
         kComponent, config.node_name);
   };
   // A node switched from the Go driver: its checkpoint's claims are adopted (checkpoint.h A1-A5),
@@ -199,8 +210,25 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
                      .time_slicing = &time_slicing,
                      .mps = mps.get()});
   GpuDriver driver(&state, plugin_dir, &driver_metrics);
+  std::unique_ptr<ClaimApi> claim_api =
+      ClaimApiFromClient(claim_client.get(), kDriverName, config.node_name);
+  if (const auto& r = checkpoint->open_corruption()) {
+    absl::StatusOr<SpecReconciliation> rebuilt =
+        ReconcileCdiSpecs(*claim_api, *cdi, *checkpoint, state, driver, /*remove_orphans=*/false);
+    const std::string outcome =
+        rebuilt.ok() ? rebuilt->Summary(/*removed_orphans=*/false)
+                     : absl::StrCat("rebuilding from the CDI specs failed (",
+                                    rebuilt.status().message(), "); the cleanup tries again");
+    DRA_WARNING("checkpoint was corrupt; rebuilt what the CDI specs and the API server show",
+                "path", r->path, "movedTo", r->moved_to, "outcome", outcome);
+    (void)k8s::PostEvent(client.get(), node_ref, "Warning", "CheckpointCorrupt",
+                         absl::StrCat("checkpoint ", r->path, " was corrupt (", r->reason,
+                                      "); moved to ", r->moved_to, "; ", outcome),
+                         kComponent, config.node_name);
+  }
   if (auto claims = checkpoint->List(); claims.ok()) state.CountPreparedDevices(*claims);
   driver.RefreshPreparedDevicesGauge();
+  serving = true;
 
   ASSIGN_OR_RETURN(auto publisher,
                    kubeletplugin::SlicePublisher::Create(
@@ -284,12 +312,24 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
     DRA_INFO("serving gRPC health", "port", health->port());
   }
 
-  Cleanup cleanup(claim_client.get(), checkpoint.get(), cdi.get(), &driver);
+  Cleanup cleanup(claim_api.get(), checkpoint.get(), cdi.get(), &state, &driver);
+  // Waits for the next pass: the interval, or sooner when a corrupt checkpoint asks for one.
+  // True at shutdown.
+  auto wait_for_next_pass = [&] {
+    const absl::Time deadline = absl::Now() + config.cleanup_interval;
+    while (absl::Now() < deadline) {
+      if (signals->WaitForShutdown(std::min(absl::Seconds(1), deadline - absl::Now()))) {
+        return true;
+      }
+      if (cleanup_now.exchange(false)) return false;
+    }
+    return false;
+  };
   std::thread cleaner([&] {
     do {
       absl::Status s = cleanup.RunOnce();
       if (!s.ok()) DRA_WARNING("checkpoint cleanup incomplete; retrying later", "err", s);
-    } while (!signals->WaitForShutdown(config.cleanup_interval));
+    } while (!wait_for_next_pass());
   });
 
   DRA_INFO("gpu-kubelet-plugin running", "node", config.node_name, "driver", kDriverName);
