@@ -369,6 +369,7 @@ TEST_F(CheckpointTest, KeepsOnlyTheNewestThreeGoDriverCopies) {
     clock_.Advance(absl::Seconds(10));
     ASSERT_NE(MustOpen(), nullptr);
   }
+  WaitForBackgroundUnlinks();  // the replaced files' hidden links
   EXPECT_THAT(DirEntries(), ElementsAre("checkpoint.json", "checkpoint.json.go-driver-1700000020",
                                         "checkpoint.json.go-driver-1700000030",
                                         "checkpoint.json.go-driver-1700000040", "cp.lock"));
