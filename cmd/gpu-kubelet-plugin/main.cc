@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   dra::FeatureGates gates;
-  if (absl::Status s = dra::api::RegisterDriverFeatureGates(gates); !s.ok()) {
+  if (absl::Status s = dra::api::RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin"); !s.ok()) {
     std::fprintf(stderr, "gpu-kubelet-plugin: %s\n", std::string(s.message()).c_str());
     return 1;
   }

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   dra::FeatureGates gates;
-  if (absl::Status s = dra::api::RegisterDriverFeatureGates(gates); !s.ok()) {
+  if (absl::Status s = dra::api::RegisterDriverFeatureGates(gates, "webhook"); !s.ok()) {
     std::fprintf(stderr, "webhook: %s\n", std::string(s.message()).c_str());
     return 1;
   }

@@ -44,7 +44,7 @@ const dra::FeatureGates& GatesWith(const char* spec) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const dra::FeatureGates& default_gates = GatesWith("");
   static const dra::FeatureGates& sharing_gates =
-      GatesWith("TimeSlicingSettings=true,MPSSupport=true,PassthroughSupport=true");
+      GatesWith("TimeSlicingSettings=true,MPSSupport=true");
 
   absl::string_view text(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<nlohmann::json> parsed = dra::api::ParseJsonStrict(text);

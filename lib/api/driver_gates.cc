@@ -10,52 +10,86 @@ namespace {
 
 using S = FeatureStage;
 
+constexpr absl::string_view kNoComputeDomains = "compute domains are not implemented yet";
+
+// The one place that says which gates this version implements: `missing` is empty for a gate whose
+// capability exists (the binary acting on it in the comment), else why it is not available. Helm
+// passes one FEATURE_GATES value to every component, so availability is per release, not per
+// binary: a gate that some binary of this version implements is accepted by all of them.
 constexpr DriverGate kDriverGates[] = {
+    // gpu-kubelet-plugin (prepare, unprepare) and webhook (validation).
     {gate::kTimeSlicingSettings, S::kAlpha, false, "0.2",
-     "allow GPU sharing strategy TimeSlicing and its interval setting"},
+     "allow GPU sharing strategy TimeSlicing and its interval setting", ""},
+    // gpu-kubelet-plugin (MPS control daemons) and webhook (validation).
     {gate::kMPSSupport, S::kAlpha, false, "0.2",
-     "allow GPU sharing strategy MPS (an MPS control daemon per device group)"},
+     "allow GPU sharing strategy MPS (an MPS control daemon per device group)", ""},
     {gate::kIMEXDaemonsWithDNSNames, S::kBeta, true, "0.2",
-     "compute domains: IMEX daemons address each other by DNS names"},
+     "compute domains: IMEX daemons address each other by DNS names", kNoComputeDomains},
     {gate::kPassthroughSupport, S::kAlpha, false, "0.3",
-     "announce GPUs for VFIO passthrough (needs IOMMU and the host root mounted)"},
+     "announce GPUs for VFIO passthrough (needs IOMMU and the host root mounted)",
+     "VFIO passthrough is not implemented yet"},
     {gate::kDynamicMIG, S::kAlpha, false, "0.3",
-     "create and delete MIG devices on demand at prepare and unprepare"},
+     "create and delete MIG devices on demand at prepare and unprepare",
+     "dynamic MIG is not implemented yet"},
+    // gpu-kubelet-plugin (device health).
     {gate::kNVMLDeviceHealthCheck, S::kAlpha, false, "0.3",
-     "watch NVML events and taint unhealthy devices"},
+     "watch NVML events and taint unhealthy devices", ""},
     {gate::kComputeDomainCliques, S::kBeta, true, "0.3",
-     "compute domains: track IMEX daemons in ComputeDomainClique objects"},
+     "compute domains: track IMEX daemons in ComputeDomainClique objects", kNoComputeDomains},
     {gate::kCrashOnNVLinkFabricErrors, S::kBeta, true, "0.3",
-     "compute domains: crash the plugin on NVLink fabric errors"},
+     "compute domains: crash the plugin on NVLink fabric errors", kNoComputeDomains},
     {gate::kDeviceMetadata, S::kAlpha, false, "0.4",
-     "publish device metadata files to workloads (KEP-5304)"},
+     "publish device metadata files to workloads (KEP-5304)",
+     "device metadata is not implemented yet"},
+    // gpu-kubelet-plugin (ResourceSlices).
     {gate::kDRAListTypeAttributes, S::kAlpha, false, "0.4",
-     "publish resource.kubernetes.io/numaNode as a list attribute"},
+     "publish resource.kubernetes.io/numaNode as a list attribute", ""},
     {gate::kFabricManagerPartitioning, S::kAlpha, false, "0.5",
-     "activate Fabric Manager partitions matching the prepared GPUs"},
+     "activate Fabric Manager partitions matching the prepared GPUs",
+     "Fabric Manager partitioning is not implemented yet"},
     {gate::kHostManagedIMEXDaemon, S::kAlpha, false, "0.5",
-     "compute domains: use an IMEX daemon managed on the host"},
+     "compute domains: use an IMEX daemon managed on the host", kNoComputeDomains},
+    // gpu-kubelet-plugin (--consumable-shares).
     {gate::kConsumableShares, S::kAlpha, false, "0.5",
-     "allow --consumable-shares: devices allocatable to several claims"},
-    // Registered by the Go driver through component-base logging. ContextualLogging's default is
-    // overridden to true there.
-    {gate::kContextualLogging, S::kBeta, true, "", "logging: contextual logging"},
-    {gate::kLoggingAlphaOptions, S::kAlpha, false, "", "logging: alpha logging options"},
-    {gate::kLoggingBetaOptions, S::kBeta, true, "", "logging: beta logging options"},
+     "allow --consumable-shares: devices allocatable to several claims", ""},
+    // Registered by the Go driver through component-base logging, where they switch Go logging
+    // features (ContextualLogging's default is overridden to true there). Our klog-format logger
+    // has none of them: its lines always carry their key=value context.
+    {gate::kContextualLogging, S::kBeta, true, "", "logging: contextual logging",
+     "logging is always contextual (key=value pairs) here"},
+    {gate::kLoggingAlphaOptions, S::kAlpha, false, "", "logging: alpha logging options",
+     "there are no alpha logging options here"},
+    {gate::kLoggingBetaOptions, S::kBeta, true, "", "logging: beta logging options",
+     "there are no beta logging options here"},
 };
 
 }  // namespace
 
 std::span<const DriverGate> DriverGates() { return kDriverGates; }
 
-absl::Status RegisterDriverFeatureGates(FeatureGates& registry) {
+bool DriverGateImplemented(absl::string_view name) {
+  for (const DriverGate& g : kDriverGates) {
+    if (g.name == name) return g.missing.empty();
+  }
+  return false;
+}
+
+absl::Status RegisterDriverFeatureGates(FeatureGates& registry, absl::string_view binary) {
   for (const DriverGate& g : kDriverGates) {
     std::string description(g.description);
     if (!g.since.empty()) absl::StrAppend(&description, " (since ", g.since, ")");
-    RETURN_IF_ERROR(registry.Register(g.name, {.stage = g.stage,
-                                               .default_value = g.default_value,
-                                               .description = std::move(description)}));
+    FeatureSpec spec{
+        .stage = g.stage, .default_value = g.default_value, .description = std::move(description)};
+    if (!g.missing.empty()) {
+      spec.unavailable =
+          absl::StrCat("not available in this version of ", binary, " (", g.missing, ")");
+    }
+    RETURN_IF_ERROR(registry.Register(g.name, std::move(spec)));
   }
+  return AddDriverGateRules(registry);
+}
+
+absl::Status AddDriverGateRules(FeatureGates& registry) {
   RETURN_IF_ERROR(
       registry.AddDependency(gate::kComputeDomainCliques, gate::kIMEXDaemonsWithDNSNames));
   RETURN_IF_ERROR(registry.AddMutualExclusion(gate::kDynamicMIG, gate::kPassthroughSupport));

@@ -5,8 +5,14 @@
 // drivers.
 //
 //   dra::FeatureGates gates;
-//   RETURN_IF_ERROR(dra::api::RegisterDriverFeatureGates(gates));
-//   flags.AddFeatureGatesFlag(&gates);  // Set() then checks the rules below
+//   RETURN_IF_ERROR(dra::api::RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin"));
+//   flags.AddFeatureGatesFlag(&gates);  // Set() then checks availability and the rules below
+//
+// Availability: the table in driver_gates.cc says which gates this version implements. A gate
+// that is not implemented keeps its default, and setting it to anything else fails at startup:
+//   "DynamicMIG=true: not available in this version of gpu-kubelet-plugin (dynamic MIG is not
+//    implemented yet); allowed gates: ConsumableShares, ..."
+// so that no gate is accepted without effect (AllAlpha and AllBeta skip such gates).
 //
 // Rules (messages from lib/common/feature_gates.h, which match the Go driver's):
 //   ComputeDomainCliques requires IMEXDaemonsWithDNSNames
@@ -53,14 +59,26 @@ struct DriverGate {
   // Driver release that introduced it ("0.2"); empty for the logging gates.
   absl::string_view since;
   absl::string_view description;
+  // Empty when this version implements the gate's capability; else why it is not available
+  // ("dynamic MIG is not implemented yet").
+  absl::string_view missing;
 };
 
 // Every gate RegisterDriverFeatureGates registers, in the order of the table in
 // docs/compatibility.md "Feature gates", then the logging gates.
 std::span<const DriverGate> DriverGates();
 
-// Registers DriverGates() and the dependency and exclusion rules above into `gates`. Fails
-// (AlreadyExists) when a gate is already registered.
-absl::Status RegisterDriverFeatureGates(FeatureGates& gates);
+// Whether this version implements the capability of gate `name` (false for unknown names).
+bool DriverGateImplemented(absl::string_view name);
+
+// Registers DriverGates() and the dependency and exclusion rules above into `gates`; `binary`
+// names the program in the message for a gate that is not available. Fails (AlreadyExists) when
+// a gate is already registered.
+absl::Status RegisterDriverFeatureGates(FeatureGates& gates,
+                                        absl::string_view binary = "the driver");
+
+// Only the dependency and exclusion rules above; every gate they name must be registered.
+// RegisterDriverFeatureGates calls it.
+absl::Status AddDriverGateRules(FeatureGates& gates);
 
 }  // namespace dra::api

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,6 +16,9 @@ namespace dra::api {
 namespace {
 
 using ::dra::api::testing::Gates;
+using ::dra::api::testing::RegisterDriverGatesAllAvailable;
+using ::testing::AllOf;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -22,27 +26,33 @@ struct GateRow {
   const char* name;
   FeatureStage stage;
   bool default_value;
+  bool implemented;  // this version acts on the gate (docs/compatibility.md "Feature gates")
 };
 
 // docs/compatibility.md "Feature gates", plus the logging gates the Go registry also holds.
 const GateRow kExpectedGates[] = {
-    {"TimeSlicingSettings", FeatureStage::kAlpha, false},
-    {"MPSSupport", FeatureStage::kAlpha, false},
-    {"IMEXDaemonsWithDNSNames", FeatureStage::kBeta, true},
-    {"PassthroughSupport", FeatureStage::kAlpha, false},
-    {"DynamicMIG", FeatureStage::kAlpha, false},
-    {"NVMLDeviceHealthCheck", FeatureStage::kAlpha, false},
-    {"ComputeDomainCliques", FeatureStage::kBeta, true},
-    {"CrashOnNVLinkFabricErrors", FeatureStage::kBeta, true},
-    {"DeviceMetadata", FeatureStage::kAlpha, false},
-    {"DRAListTypeAttributes", FeatureStage::kAlpha, false},
-    {"FabricManagerPartitioning", FeatureStage::kAlpha, false},
-    {"HostManagedIMEXDaemon", FeatureStage::kAlpha, false},
-    {"ConsumableShares", FeatureStage::kAlpha, false},
-    {"ContextualLogging", FeatureStage::kBeta, true},
-    {"LoggingAlphaOptions", FeatureStage::kAlpha, false},
-    {"LoggingBetaOptions", FeatureStage::kBeta, true},
+    {"TimeSlicingSettings", FeatureStage::kAlpha, false, true},
+    {"MPSSupport", FeatureStage::kAlpha, false, true},
+    {"IMEXDaemonsWithDNSNames", FeatureStage::kBeta, true, false},
+    {"PassthroughSupport", FeatureStage::kAlpha, false, false},
+    {"DynamicMIG", FeatureStage::kAlpha, false, false},
+    {"NVMLDeviceHealthCheck", FeatureStage::kAlpha, false, true},
+    {"ComputeDomainCliques", FeatureStage::kBeta, true, false},
+    {"CrashOnNVLinkFabricErrors", FeatureStage::kBeta, true, false},
+    {"DeviceMetadata", FeatureStage::kAlpha, false, false},
+    {"DRAListTypeAttributes", FeatureStage::kAlpha, false, true},
+    {"FabricManagerPartitioning", FeatureStage::kAlpha, false, false},
+    {"HostManagedIMEXDaemon", FeatureStage::kAlpha, false, false},
+    {"ConsumableShares", FeatureStage::kAlpha, false, true},
+    {"ContextualLogging", FeatureStage::kBeta, true, false},
+    {"LoggingAlphaOptions", FeatureStage::kAlpha, false, false},
+    {"LoggingBetaOptions", FeatureStage::kBeta, true, false},
 };
+
+// The gates whose capability exists, as the error lists them.
+constexpr char kChangeable[] =
+    "ConsumableShares, DRAListTypeAttributes, MPSSupport, NVMLDeviceHealthCheck, "
+    "TimeSlicingSettings";
 
 class ApiGateTableTest : public ::testing::TestWithParam<GateRow> {};
 
@@ -54,7 +64,8 @@ TEST_P(ApiGateTableTest, RegisteredWithStageAndDefault) {
   // The registry prints stage and default in its help; one line per gate.
   std::string prefix = std::string(row.name) + "=true|false (" +
                        std::string(FeatureStageName(row.stage)) +
-                       " - default=" + (row.default_value ? "true" : "false") + ")";
+                       " - default=" + (row.default_value ? "true" : "false") +
+                       (row.implemented ? ")" : ", not available)");
   bool found = false;
   for (absl::string_view line : absl::StrSplit(gates->KnownGatesHelp(), '\n')) {
     if (absl::StartsWith(line, std::string(row.name) + "=")) {
@@ -72,6 +83,31 @@ TEST_P(ApiGateTableTest, RegisteredWithStageAndDefault) {
     EXPECT_EQ(gate.default_value, row.default_value);
   }
   EXPECT_TRUE(in_table);
+  EXPECT_EQ(DriverGateImplemented(row.name), row.implemented);
+}
+
+// A gate this version does not implement fails at startup when set to anything but its default,
+// naming the binary, the reason and the gates that may be changed; its default may be restated.
+TEST_P(ApiGateTableTest, UnimplementedGatesKeepTheirDefault) {
+  const GateRow& row = GetParam();
+  FeatureGates gates;
+  ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
+  const std::string flip = absl::StrCat(row.name, "=", row.default_value ? "false" : "true");
+  absl::Status status = gates.Set(flip);
+  if (row.implemented) {
+    EXPECT_TRUE(status.ok()) << status;
+    return;
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(StartsWith(flip + ": not available in this version of gpu-kubelet-plugin ("),
+                    EndsWith(absl::StrCat("; allowed gates: ", kChangeable))));
+  // The webhook reads gates without the rules, but availability still counts.
+  FeatureGates webhook;
+  ASSERT_TRUE(RegisterDriverFeatureGates(webhook, "webhook").ok());
+  EXPECT_THAT(std::string(webhook.SetWithoutConstraintChecks(flip).message()),
+              HasSubstr("not available in this version of webhook"));
+  EXPECT_TRUE(gates.Set(absl::StrCat(row.name, "=", row.default_value ? "true" : "false")).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Rows, ApiGateTableTest, ::testing::ValuesIn(kExpectedGates),
@@ -92,6 +128,30 @@ TEST(ApiDriverGatesTest, DefaultsSatisfyTheRules) {
 TEST(ApiDriverGatesTest, RegisteringTwiceFails) {
   auto gates = Gates();
   EXPECT_EQ(RegisterDriverFeatureGates(*gates).code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(ApiDriverGatesTest, DynamicMigFailsWithTheBinaryAndTheReason) {
+  FeatureGates gates;
+  ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
+  EXPECT_EQ(gates.Set("MPSSupport=true,DynamicMIG=true").message(),
+            absl::StrCat("DynamicMIG=true: not available in this version of gpu-kubelet-plugin "
+                         "(dynamic MIG is not implemented yet); allowed gates: ",
+                         kChangeable));
+  EXPECT_FALSE(gates.Enabled("MPSSupport"));
+}
+
+// AllAlpha turns on the alpha gates this version implements and leaves the others at their
+// default, so it neither fails nor trips the rules among unimplemented gates.
+TEST(ApiDriverGatesTest, AllAlphaSkipsUnimplementedGates) {
+  FeatureGates gates;
+  ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
+  absl::Status status = gates.Set("AllAlpha=true,AllBeta=false");
+  ASSERT_TRUE(status.ok()) << status;
+  for (const DriverGate& g : DriverGates()) {
+    bool want = g.default_value;
+    if (DriverGateImplemented(g.name)) want = g.stage == FeatureStage::kAlpha;
+    EXPECT_EQ(gates.Enabled(g.name), want) << g.name;
+  }
 }
 
 TEST(ApiDriverGatesTest, UnknownGateIsAnError) {
@@ -134,10 +194,12 @@ const RuleRow kRuleRows[] = {
 
 class ApiGateRuleTest : public ::testing::TestWithParam<RuleRow> {};
 
+// The rules hold among gates this version does not implement yet, which cannot be set; they are
+// checked on a registry where every gate is available, as it will be once implemented.
 TEST_P(ApiGateRuleTest, Enforced) {
   const RuleRow& row = GetParam();
   FeatureGates gates;
-  ASSERT_TRUE(RegisterDriverFeatureGates(gates).ok());
+  RegisterDriverGatesAllAvailable(gates);
   absl::Status status = gates.Set(row.spec);
   if (row.message.empty()) {
     EXPECT_TRUE(status.ok()) << status;
@@ -147,7 +209,7 @@ TEST_P(ApiGateRuleTest, Enforced) {
   EXPECT_EQ(status.message(), row.message);
   // The webhook reads gates without the rules, as the Go webhook does.
   FeatureGates webhook;
-  ASSERT_TRUE(RegisterDriverFeatureGates(webhook).ok());
+  RegisterDriverGatesAllAvailable(webhook);
   EXPECT_TRUE(webhook.SetWithoutConstraintChecks(row.spec).ok());
 }
 

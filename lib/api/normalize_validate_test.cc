@@ -210,7 +210,7 @@ const ValidateRow kValidateRows[] = {
      "too low: MIG-x: 1k"},
     // VFIO: no gates inside the type (Go parity; the Go webhook's rejection is a bug).
     {"VfioWithoutPassthroughGate", "", Params("VfioDeviceConfig"), ""},
-    {"VfioApiDeviceWithoutDeviceMetadataGate", "PassthroughSupport=true",
+    {"VfioApiDeviceWithoutDeviceMetadataGate", "",
      Params("VfioDeviceConfig",
             R"(,"iommu":{"backendPolicy":"LegacyOnly","enableAPIDevice":true})"),
      ""},

@@ -21,6 +21,16 @@ inline std::unique_ptr<FeatureGates> Gates(absl::string_view spec = "") {
   return gates;
 }
 
+// Every driver gate and rule, with every gate available (settable) whether or not this version
+// implements it: for tests of code paths that only a future version can reach (the rules among
+// unimplemented gates, a refusal under DynamicMIG).
+inline void RegisterDriverGatesAllAvailable(FeatureGates& gates) {
+  for (const DriverGate& g : DriverGates()) {
+    ASSERT_TRUE(gates.Register(g.name, {.stage = g.stage, .default_value = g.default_value}).ok());
+  }
+  ASSERT_TRUE(AddDriverGateRules(gates).ok());
+}
+
 // The two sharing gates on.
 inline std::unique_ptr<FeatureGates> SharingGates() {
   return Gates("TimeSlicingSettings=true,MPSSupport=true");

@@ -148,6 +148,11 @@ absl::Status FeatureGates::ApplyLocked(const std::vector<std::pair<std::string, 
                          "\" (known: ", known.empty() ? "none" : absl::StrJoin(known, ", "), ")"));
       }
       const FeatureSpec& spec = it->second.spec;
+      if (!spec.unavailable.empty() && enabled != spec.default_value) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, "=", enabled ? "true" : "false", ": ", spec.unavailable,
+                         "; allowed gates: ", ChangeableGatesLocked()));
+      }
       if (spec.lock_to_default && enabled != spec.default_value) {
         return absl::InvalidArgumentError(
             absl::StrCat("cannot set feature gate ", name, " to ", enabled ? "true" : "false",
@@ -165,6 +170,14 @@ absl::Status FeatureGates::ApplyLocked(const std::vector<std::pair<std::string, 
   return absl::OkStatus();
 }
 
+std::string FeatureGates::ChangeableGatesLocked() const {
+  std::vector<absl::string_view> names;
+  for (const auto& [name, gate] : gates_) {
+    if (!gate.spec.lock_to_default && gate.spec.unavailable.empty()) names.push_back(name);
+  }
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
 bool FeatureGates::EffectiveLocked(const Overrides& overrides, absl::string_view name) const {
   auto gate = gates_.find(name);
   if (gate == gates_.end()) {
@@ -176,7 +189,7 @@ bool FeatureGates::EffectiveLocked(const Overrides& overrides, absl::string_view
   }
   if (auto it = overrides.find(name); it != overrides.end()) return it->second;
   const FeatureSpec& spec = gate->second.spec;
-  if (!spec.lock_to_default) {
+  if (!spec.lock_to_default && spec.unavailable.empty()) {
     absl::string_view all;
     if (spec.stage == FeatureStage::kAlpha) all = kAllAlpha;
     if (spec.stage == FeatureStage::kBeta) all = kAllBeta;
@@ -243,7 +256,8 @@ std::string FeatureGates::KnownGatesHelp() const {
     const FeatureSpec& spec = gate.spec;
     std::string line = absl::StrCat("=true|false (", FeatureStageName(spec.stage),
                                     " - default=", spec.default_value ? "true" : "false",
-                                    spec.lock_to_default ? ", locked" : "", ")");
+                                    spec.lock_to_default ? ", locked" : "",
+                                    spec.unavailable.empty() ? "" : ", not available", ")");
     if (!gate.required.empty())
       absl::StrAppend(&line, " requires ", absl::StrJoin(gate.required, ","));
     if (!gate.excluded.empty())

@@ -38,6 +38,12 @@ struct FeatureSpec {
   bool default_value = false;
   // A locked gate may only be set to its default (typically a GA or deprecated gate).
   bool lock_to_default = false;
+  // Non-empty when this binary lacks the capability behind the gate, saying so (e.g. "not
+  // available in this version of gpu-kubelet-plugin (not implemented yet)"). Such a gate keeps its
+  // default like a locked one (AllAlpha and AllBeta skip it too), and Set refuses any other value
+  // with "<name>=<value>: <unavailable>; allowed gates: <the gates that may be changed>", so that
+  // no gate is accepted without effect.
+  std::string unavailable;
   // One line for KnownGatesHelp(); optional.
   std::string description;
 };
@@ -65,14 +71,16 @@ class FeatureGates {
   // ignored; values as Go's strconv.ParseBool: 1 t T TRUE true True 0 f F FALSE false False),
   // applies the entries on top of earlier Set calls and validates the result. All or nothing:
   // on error nothing changes. Errors (InvalidArgument) name the gate(s):
-  //   unknown gate, malformed entry, a locked gate set to a non-default,
+  //   unknown gate, malformed entry, a locked gate set to a non-default, an unavailable gate set
+  //   to a non-default (FeatureSpec::unavailable),
   //   "feature gate A requires B to also be enabled",
   //   "feature gate A is currently mutually exclusive with B".
   // Constraints are checked on the final values, so the order of entries does not matter.
   absl::Status Set(absl::string_view spec);
   absl::Status SetFromMap(const std::map<std::string, bool>& values);
   // As Set, without checking dependencies and exclusions (for binaries that only read gates,
-  // like the webhook). Unknown gates, malformed entries and locks are still errors.
+  // like the webhook). Unknown gates, malformed entries, locks and unavailable gates are still
+  // errors.
   absl::Status SetWithoutConstraintChecks(absl::string_view spec);
 
   // Checks every dependency and exclusion on the current values; all violations in one error.
@@ -90,7 +98,8 @@ class FeatureGates {
 
   // One line per gate, sorted by name, for --help:
   //   "DynamicMIG=true|false (ALPHA - default=false)"
-  // with ", locked" for locked gates, then " requires X", " excludes Y" and ": description".
+  // with ", locked" for locked gates and ", not available" for unavailable ones, then " requires
+  // X", " excludes Y" and ": description".
   std::string KnownGatesHelp() const;
 
  private:
@@ -105,6 +114,8 @@ class FeatureGates {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ApplyLocked(const std::vector<std::pair<std::string, bool>>& entries,
                            bool check_constraints) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Names of the gates Set may change (neither locked nor unavailable), comma-separated.
+  std::string ChangeableGatesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool EffectiveLocked(const Overrides& overrides, absl::string_view name) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status ValidateLocked(const Overrides& overrides) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

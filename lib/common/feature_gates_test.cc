@@ -222,6 +222,42 @@ TEST_F(FeatureGatesTest, KnownGatesHelpListsEveryGateSorted) {
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
 }
 
+// A gate whose capability the binary lacks keeps its default: any other value fails with the
+// reason and the gates that may be changed, AllAlpha skips it, and its default may be restated.
+TEST(FeatureGatesUnavailableTest, OnlyTheDefaultIsAccepted) {
+  FeatureGates g;
+  ASSERT_TRUE(g.Register("Works", {.stage = FeatureStage::kAlpha}).ok());
+  ASSERT_TRUE(g.Register("Missing", {.stage = FeatureStage::kAlpha,
+                                     .unavailable = "not available in this version of x (not "
+                                                    "implemented yet)"})
+                  .ok());
+  ASSERT_TRUE(g.Register("MissingOn", {.stage = FeatureStage::kBeta,
+                                       .default_value = true,
+                                       .unavailable = "not available here"})
+                  .ok());
+  ASSERT_TRUE(
+      g.Register("Locked",
+                 {.stage = FeatureStage::kGA, .default_value = true, .lock_to_default = true})
+          .ok());
+  absl::Status s = g.Set("Works=true,Missing=true");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "Missing=true: not available in this version of x (not implemented yet); allowed "
+            "gates: Works");
+  EXPECT_FALSE(g.Enabled("Works")) << "all or nothing";
+  EXPECT_EQ(g.SetWithoutConstraintChecks("MissingOn=false").message(),
+            "MissingOn=false: not available here; allowed gates: Works");
+  EXPECT_FALSE(g.SetFromMap({{"Missing", true}}).ok());
+  // Restating the default is fine.
+  ASSERT_TRUE(g.Set("Missing=false,MissingOn=true").ok());
+  ASSERT_TRUE(g.Set("AllAlpha=true,AllBeta=false").ok());
+  EXPECT_TRUE(g.Enabled("Works"));
+  EXPECT_FALSE(g.Enabled("Missing"));
+  EXPECT_TRUE(g.Enabled("MissingOn"));
+  EXPECT_THAT(g.KnownGatesHelp(),
+              HasSubstr("Missing=true|false (ALPHA - default=false, not available)\n"));
+}
+
 TEST(FeatureGatesRegisterTest, RejectsBadRegistrations) {
   FeatureGates g;
   ASSERT_TRUE(g.Register("A", {}).ok());

@@ -1,6 +1,7 @@
 // DeviceState with MPS sharing: daemon records, start, readiness, CDI edits and stop, against a
 // fake daemon factory.
 
+#include "lib/api/test_util.h"
 #include "lib/gpu/device_state_test_fixture.h"
 
 namespace dra::gpu {
@@ -242,8 +243,12 @@ TEST_F(DeviceStateTest, MpsOnAMigDeviceHasNoComputeModeToSet) {
 }
 
 // The gates exclude each other; a gate set that skipped the checks still gets no MPS daemon.
+// DynamicMIG cannot be enabled in this version (lib/api/driver_gates.cc), so the registry here
+// has every gate available, as a version implementing it will.
 TEST_F(DeviceStateTest, MpsIsRejectedWithDynamicMig) {
   Init("h100-8x");
+  gates_ = std::make_unique<FeatureGates>();
+  api::testing::RegisterDriverGatesAllAvailable(*gates_);
   ASSERT_TRUE(gates_->SetWithoutConstraintChecks("MPSSupport=true,DynamicMIG=true").ok());
   Reopen();
   auto r = state_->Prepare(Claim("uid-1", {"gpu-0"}, MpsEntry(nullptr)));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "lib/api/config.h"
+#include "lib/api/gpu_kinds.h"
 #include "lib/webhook/duplicate_keys.h"
 #include "nlohmann/json.hpp"
 
@@ -200,7 +201,15 @@ std::vector<std::string> ValidateConfigs(const json& object, bool is_template,
       continue;
     }
     absl::StatusOr<api::Config> config = api::DecodeOpaqueConfig(*params, gates);
-    if (!config.ok()) errors.push_back(JoinPath(params_path, config.status().message()));
+    if (!config.ok()) {
+      errors.push_back(JoinPath(params_path, config.status().message()));
+      continue;
+    }
+    // A valid config of a kind the GPU plugin never applies would be refused at prepare or
+    // silently ignored: refuse it here (docs/webhook.md).
+    if (absl::Status kind = api::CheckGpuConfigKind(*config); !kind.ok()) {
+      errors.push_back(JoinPath(params_path, kind.message()));
+    }
   }
   return errors;
 }

@@ -16,9 +16,10 @@
 // - request.resource must be resource.k8s.io {v1, v1beta1, v1beta2} {resourceclaims,
 //   resourceclaimtemplates}; otherwise the review is denied with reason BadRequest.
 // - Every spec.devices.config[i] (claims) or spec.spec.devices.config[i] (templates) whose
-//   opaque.driver is gpu.nvidia.com is decoded strictly, normalized and validated by lib/api (all
-//   five kinds, VfioDeviceConfig included, as the kubelet plugin accepts it). Each failure is
-//   reported with its full field path, e.g.
+//   opaque.driver is gpu.nvidia.com is decoded strictly, normalized and validated by lib/api, and
+//   its kind must be one the GPU plugin applies in this version (api::CheckGpuConfigKind: not
+//   VfioDeviceConfig while VFIO passthrough is not implemented, not the compute-domain kinds).
+//   Each failure is reported with its full field path, e.g.
 //     spec.devices.config[0].opaque.parameters.sharing.strategy: unknown GPU sharing strategy: X,
 //     supported GPU sharing strategies: TimeSlicing, MPS
 //   and all of them are collected into one denial with reason Invalid:

@@ -65,7 +65,7 @@ bool CheckResult(const dra::webhook::AdmissionResult& r) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const dra::FeatureGates& no_gates = GatesWith("");
   static const dra::FeatureGates& sharing_gates =
-      GatesWith("TimeSlicingSettings=true,MPSSupport=true,PassthroughSupport=true");
+      GatesWith("TimeSlicingSettings=true,MPSSupport=true");
   absl::string_view body(reinterpret_cast<const char*>(data), size);
 
   (void)dra::webhook::FindDuplicateKey(body);

@@ -262,8 +262,6 @@ TEST(AdmissionTest, GatesDecideTimeSlicingAndMps) {
       {"TimeSlicingSettings=true", true, false},
       {"MPSSupport=true", false, true},
       {"TimeSlicingSettings=true,MPSSupport=true", true, true},
-      // Read without constraint checks, as the Go webhook does: DynamicMIG excludes MPSSupport.
-      {"MPSSupport=true,DynamicMIG=true", false, true},
   };
   for (const Case& c : cases) {
     auto gates = Gates(c.gates);
@@ -287,24 +285,45 @@ TEST(AdmissionTest, GatesDecideTimeSlicingAndMps) {
                 "greater than 100"));
 }
 
-TEST(AdmissionTest, EveryConfigKindIsAcceptedIncludingVfio) {
+// Only the kinds the GPU plugin applies are admitted: VfioDeviceConfig (VFIO passthrough is not
+// implemented) and the compute-domain kinds would fail every prepare or never apply.
+TEST(AdmissionTest, OnlyKindsTheGpuPluginAppliesAreAccepted) {
   auto gates = Gates();
   auto params = [](absl::string_view kind, json extra) {
     json p = {{"apiVersion", "resource.nvidia.com/v1beta1"}, {"kind", std::string(kind)}};
     p.update(extra);
     return Opaque("gpu.nvidia.com", p);
   };
-  json configs = json::array({
-      params("GpuConfig", json::object()),
-      params("MigDeviceConfig", json::object()),
+  json good =
+      json::array({params("GpuConfig", json::object()), params("MigDeviceConfig", json::object())});
+  AdmissionResult r = Handle(Review(Object(false, good)), *gates);
+  EXPECT_EQ(Response(r)["allowed"], true) << r.body;
+
+  json refused = json::array({
       params("VfioDeviceConfig", json::object()),
       params("VfioDeviceConfig", {{"iommu", {{"backendPolicy", "PreferIommuFD"}}}}),
       params("ComputeDomainChannelConfig", {{"domainID", "d"}}),
       params("ComputeDomainDaemonConfig", {{"domainID", "d"}}),
   });
-  AdmissionResult r = Handle(Review(Object(false, configs)), *gates);
-  EXPECT_EQ(Response(r)["allowed"], true) << r.body;
+  json resp = Response(Handle(Review(Object(true, refused), "resourceclaimtemplates"), *gates));
+  EXPECT_EQ(resp["allowed"], false);
+  EXPECT_EQ(resp["status"]["reason"], "Invalid");
+  EXPECT_EQ(resp["status"]["message"].get<std::string>(),
+            "4 configs failed to validate: "
+            "spec.spec.devices.config[0].opaque.parameters.kind: VfioDeviceConfig: VFIO "
+            "passthrough is not supported by this version (allowed kinds for driver "
+            "gpu.nvidia.com: GpuConfig, MigDeviceConfig); "
+            "spec.spec.devices.config[1].opaque.parameters.kind: VfioDeviceConfig: VFIO "
+            "passthrough is not supported by this version (allowed kinds for driver "
+            "gpu.nvidia.com: GpuConfig, MigDeviceConfig); "
+            "spec.spec.devices.config[2].opaque.parameters.kind: ComputeDomainChannelConfig does "
+            "not configure devices of driver gpu.nvidia.com (allowed kinds for driver "
+            "gpu.nvidia.com: GpuConfig, MigDeviceConfig); "
+            "spec.spec.devices.config[3].opaque.parameters.kind: ComputeDomainDaemonConfig does "
+            "not configure devices of driver gpu.nvidia.com (allowed kinds for driver "
+            "gpu.nvidia.com: GpuConfig, MigDeviceConfig)");
 
+  // Decode errors still come first, with the path to the bad field.
   json bad_vfio = json::array({params("VfioDeviceConfig", {{"iommu", {{"backendPolicy", "X"}}}})});
   EXPECT_THAT(Response(Handle(Review(Object(false, bad_vfio)), *gates))["status"]["message"]
                   .get<std::string>(),
