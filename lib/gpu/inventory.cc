@@ -33,6 +33,7 @@ struct GpuDetails {
   nvml::Device device;
   GpuInfo info;
   Attributes common;
+  std::vector<std::string> left_out;  // for Inventory::left_out
 };
 
 bool IsDisplayDevice(const std::string& name) {
@@ -47,7 +48,7 @@ absl::string_view Absl(std::string_view s) { return absl::string_view(s.data(), 
 absl::StatusOr<GpuDetails> ReadGpu(const nvml::Device& device, size_t position,
                                    std::string product_name, const SystemVersions& versions,
                                    const DiscoveryOptions& options) {
-  GpuDetails gpu{device, {}, {}};
+  GpuDetails gpu{device, {}, {}, {}};
   GpuInfo& info = gpu.info;
   info.product_name = std::move(product_name);
   absl::StatusOr<std::string> uuid = device.Uuid();
@@ -76,8 +77,12 @@ absl::StatusOr<GpuDetails> ReadGpu(const nvml::Device& device, size_t position,
   if (memory.ok()) {
     info.memory_bytes = memory->total;
   } else if (nvml::IsNotSupported(memory.status())) {
+    // Unified-memory parts (GB10 and the like) have no memory of their own to report. The GPU is
+    // published without the capacity, as the Go driver does.
     DRA_WARNING("GPU memory size not reported; publishing no memory capacity", "uuid", info.uuid,
                 "err", memory.status());
+    gpu.left_out.push_back(
+        absl::StrCat("capacity memory of ", where, " (", memory.status().message(), ")"));
   } else {
     return annotated(memory.status(), "read memory info");
   }
@@ -96,6 +101,16 @@ absl::StatusOr<GpuDetails> ReadGpu(const nvml::Device& device, size_t position,
   nvml::Brand brand = nvml::Brand::kUnknown;
   RETURN_IF_ERROR(read(device.Brand(), brand, "read brand"));
   info.brand = std::string(nvml::BrandName(brand));
+  // A GPU newer than this plugin reports values it has no name for: it is still a GPU, published
+  // with the neutral "Unknown" (what the Go driver's go-nvlib strings say for such values).
+  if (arch != nvml::Architecture::kUnknown && info.architecture == "Unknown") {
+    DRA_WARNING("GPU architecture unknown to this plugin; publishing architecture=Unknown", "uuid",
+                info.uuid, "value", static_cast<uint32_t>(arch));
+  }
+  if (brand != nvml::Brand::kUnknown && info.brand == "Unknown") {
+    DRA_WARNING("GPU brand unknown to this plugin; publishing brand=Unknown", "uuid", info.uuid,
+                "value", static_cast<int>(brand));
+  }
   nvml::ComputeCapability cc;
   RETURN_IF_ERROR(read(device.CudaComputeCapability(), cc, "read CUDA compute capability"));
   std::string cc_version;
@@ -257,6 +272,32 @@ absl::Status AddGpuDevices(const GpuDetails& gpu, std::vector<AllocatableDevice>
   return absl::OkStatus();
 }
 
+// NVML's answers for a GPU that can no longer be used until the node is repaired or the GPU is
+// reset. Any other failure stays fatal: it says something is wrong with the driver or the plugin.
+bool IsUnusableGpu(const absl::Status& status) {
+  return nvml::IsNvmlError(status, nvml::ReturnCode::kGpuIsLost) ||
+         nvml::IsNvmlError(status, nvml::ReturnCode::kResetRequired);
+}
+
+// Reads the GPU at NVML index `index` and appends its devices (and what it leaves out) to
+// `inventory`; appends nothing on error.
+absl::Status AddGpuAt(const nvml::Session& session, unsigned int index,
+                      const SystemVersions& versions, const DiscoveryOptions& options,
+                      Inventory& inventory) {
+  const std::string where = absl::StrCat("GPU at index ", index);
+  absl::StatusOr<nvml::Device> device = session.DeviceByIndex(index);
+  if (!device.ok()) return Annotate(device.status(), absl::StrCat(where, ": get handle"));
+  absl::StatusOr<std::string> name = device->Name();
+  if (!name.ok()) return Annotate(name.status(), absl::StrCat(where, ": read name"));
+  if (IsDisplayDevice(*name)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(GpuDetails gpu, ReadGpu(*device, index, *std::move(name), versions, options));
+  std::vector<AllocatableDevice> devices;
+  RETURN_IF_ERROR(AddGpuDevices(gpu, devices));
+  for (AllocatableDevice& d : devices) inventory.devices.push_back(std::move(d));
+  for (std::string& s : gpu.left_out) inventory.left_out.push_back(std::move(s));
+  return absl::OkStatus();
+}
+
 bool IsSemverIdentifier(std::string_view s) {
   if (s.empty()) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -399,14 +440,16 @@ absl::StatusOr<Inventory> Discover(const nvml::Session& session, const Discovery
   ASSIGN_OR_RETURN(int cuda, session.CudaDriverVersion());
   versions.cuda_driver = CudaDriverVersionString(cuda);
 
-  ASSIGN_OR_RETURN(std::vector<nvml::Device> devices, session.Devices());
-  for (size_t i = 0; i < devices.size(); ++i) {
-    absl::StatusOr<std::string> name = devices[i].Name();
-    if (!name.ok()) return Annotate(name.status(), absl::StrCat("GPU at index ", i, ": read name"));
-    if (IsDisplayDevice(*name)) continue;
-    absl::StatusOr<GpuDetails> gpu = ReadGpu(devices[i], i, *std::move(name), versions, options);
-    if (!gpu.ok()) return gpu.status();
-    RETURN_IF_ERROR(AddGpuDevices(*gpu, inventory.devices));
+  ASSIGN_OR_RETURN(unsigned int count, session.DeviceCount());
+  for (unsigned int i = 0; i < count; ++i) {
+    absl::Status added = AddGpuAt(session, i, versions, options, inventory);
+    if (added.ok()) continue;
+    if (!IsUnusableGpu(added)) return added;
+    // One GPU off the bus must not take the node's other GPUs with it: they stay published and
+    // preparable, and the plugin says what it left out (log, Inventory::left_out -> Node event).
+    DRA_WARNING("GPU unusable (lost or needing a reset); publishing the node without it", "index",
+                i, "err", added);
+    inventory.left_out.push_back(absl::StrCat("GPU at index ", i, " (", added.message(), ")"));
   }
   std::sort(inventory.devices.begin(), inventory.devices.end(),
             [](const AllocatableDevice& a, const AllocatableDevice& b) { return a.name < b.name; });

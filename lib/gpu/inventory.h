@@ -19,7 +19,13 @@
 //             the instance's placement
 // Optional ones are left out when their source is unavailable: pcieRoot (sysfs link unreadable,
 // warning), numaNode (no numa_node file or a negative node), addressingMode (NVML lacks it or the
-// GPU does not support it), memory of a full GPU (NVML NOT_SUPPORTED, warning).
+// GPU does not support it), memory of a full GPU (NVML NOT_SUPPORTED, as on unified-memory parts
+// such as GB10: warning, Inventory::left_out). Architecture and brand values this plugin has no
+// name for are published as "Unknown" (warning).
+//
+// Hardware that cannot be used degrades the node instead of failing discovery: a GPU for which
+// NVML answers GPU_IS_LOST (fallen off the bus) or RESET_REQUIRED at any step is left out with its
+// MIG devices (warning, Inventory::left_out); the other GPUs are published as usual.
 //
 // Thread-safety: an Inventory is an immutable value once built. Discover may run on any thread.
 
@@ -87,6 +93,11 @@ struct DiscoveryOptions {
 struct Inventory {
   std::string driver_version;              // "580.126.20" as NVML reports it
   std::vector<AllocatableDevice> devices;  // sorted by name
+  // What discovery could not publish, one entry per GPU or capacity, naming it and NVML's reason:
+  // "GPU at index 1 (GPU at index 1: read name: nvmlDeviceGetName: gpu is lost)",
+  // "capacity memory of GPU GPU-... (nvmlDeviceGetMemoryInfo_v2: not supported)". For the plugin's
+  // Node event; each entry was also logged as a warning.
+  std::vector<std::string> left_out;
 
   // The device named `name`, or null. The pointer lives as long as this Inventory, unmodified.
   const AllocatableDevice* Find(const std::string& name) const;
@@ -94,10 +105,10 @@ struct Inventory {
 
 // Enumerates devices through an open NVML session. GPUs named "DGX Display" or "NVIDIA DGX
 // Display" are skipped. Fails (naming the GPU and the step) on any NVML error other than the
-// tolerated NOT_SUPPORTED cases above, on a PCI bus id that does not normalize, on an unparsable
-// driver version, on an unknown MIG profile, and when a device would break a ResourceSlice limit
-// (CheckDeviceLimits): publishing it would make the API server reject the whole slice, so it is a
-// startup error rather than a silent omission.
+// tolerated NOT_SUPPORTED cases and unusable GPUs above, on a PCI bus id that does not normalize,
+// on an unparsable driver version, on an unknown MIG profile, and when a device would break a
+// ResourceSlice limit (CheckDeviceLimits): publishing it would make the API server reject the whole
+// slice, so it is a startup error rather than a silent omission.
 absl::StatusOr<Inventory> Discover(const nvml::Session& session, const DiscoveryOptions& options);
 
 // The canonical MIG device name; `profile` like "1g.5gb" or "1g.10gb+me" (dots removed, then

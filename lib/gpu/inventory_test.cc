@@ -474,7 +474,7 @@ TEST_F(ModifiedProfileTest, MemoryNotSupportedOmitsTheCapacity) {
 }
 
 TEST_F(ModifiedProfileTest, OtherNvmlErrorsAreFatalAndNameTheStep) {
-  Start([](nlohmann::json& p) { p["forced_errors"] = {{"nvmlDeviceGetBrand", 15}}; });
+  Start([](nlohmann::json& p) { p["forced_errors"] = {{"nvmlDeviceGetBrand", 999}}; });
   absl::StatusOr<Inventory> inventory = node_.Discover();
   ASSERT_FALSE(inventory.ok());
   EXPECT_THAT(inventory.status().message(),

@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lib/api/consumable_shares.h"
 #include "lib/api/driver_gates.h"
@@ -147,6 +148,13 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
     inventory = std::move(*discovered);
     DRA_INFO("discovered devices", "node", config.node_name, "devices", inventory.devices.size(),
              "driverVersion", inventory.driver_version);
+    // Hardware that degraded the node (a lost GPU, a capacity NVML does not report): each was
+    // logged by discovery; the Node event makes it visible to the cluster's operators.
+    if (!inventory.left_out.empty()) {
+      (void)k8s::PostEvent(client.get(), node_ref, "Warning", "DevicesLeftOut",
+                           absl::StrCat("not published: ", absl::StrJoin(inventory.left_out, "; ")),
+                           kComponent, config.node_name);
+    }
   } else {
     DRA_WARNING("no usable NVML: publishing no devices, serving unprepare only", "err",
                 discovered.status());

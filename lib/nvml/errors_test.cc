@@ -68,6 +68,7 @@ TEST(NvmlErrorsTest, PlainStatusHasNoReturnCode) {
 TEST(NvmlTypesTest, Names) {
   EXPECT_EQ(ArchitectureName(Architecture::kAda), "Ada Lovelace");
   EXPECT_EQ(ArchitectureName(Architecture::kBlackwell), "Blackwell");
+  EXPECT_EQ(ArchitectureName(Architecture::kRubin), "Rubin");
   EXPECT_EQ(ArchitectureName(static_cast<Architecture>(42)), "Unknown");
   EXPECT_EQ(BrandName(Brand::kNvidia), "Nvidia");
   EXPECT_EQ(BrandName(Brand::kNvidiaVpc), "NvidiaVPC");

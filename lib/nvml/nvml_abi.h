@@ -116,6 +116,7 @@ inline constexpr unsigned int kArchAmpere = 7;
 inline constexpr unsigned int kArchAda = 8;
 inline constexpr unsigned int kArchHopper = 9;
 inline constexpr unsigned int kArchBlackwell = 10;  // newer than Debian's nvml.h 11.8
+inline constexpr unsigned int kArchRubin = 13;
 inline constexpr unsigned int kArchUnknown = 0xffffffff;
 
 // nvmlGpuVirtualizationMode_t

@@ -24,6 +24,8 @@ std::string_view ArchitectureName(Architecture arch) {
       return "Hopper";
     case Architecture::kBlackwell:
       return "Blackwell";
+    case Architecture::kRubin:
+      return "Rubin";
     default:
       return "Unknown";
   }

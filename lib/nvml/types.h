@@ -21,11 +21,13 @@ enum class Architecture : uint32_t {
   kAda = 8,
   kHopper = 9,
   kBlackwell = 10,
+  kRubin = 13,
   kUnknown = 0xffffffff,
 };
 
-// "Kepler" ... "Ada Lovelace", "Hopper", "Blackwell"; "Unknown" for anything else (the strings of
-// the `architecture` device attribute, docs/compatibility.md "Attributes and capacities").
+// "Kepler" ... "Ada Lovelace", "Hopper", "Blackwell", "Rubin"; "Unknown" for anything else,
+// including values newer NVML releases add (the strings of the `architecture` device attribute,
+// docs/compatibility.md "Attributes and capacities").
 std::string_view ArchitectureName(Architecture arch);
 
 enum class Brand : int {

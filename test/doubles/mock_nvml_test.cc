@@ -295,4 +295,62 @@ TEST_F(MockNvmlTest, ConcurrentCallers) {
   EXPECT_EQ(shutdown_(), abi::kSuccess);
 }
 
+// Per-GPU failures of the degraded-hardware profiles: a lost GPU still has a handle by index and
+// PCI bus id, but every query on it answers GPU_IS_LOST; the other GPUs answer as usual.
+TEST_F(MockNvmlTest, LostGpuAnswersGpuIsLostOnlyForItself) {
+  Make("h100-4x-gpu-lost");
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  auto minor = raw_->Get<abi::DeviceGetUintFn>("nvmlDeviceGetMinorNumber");
+  auto name = raw_->Get<abi::DeviceGetStringFn>("nvmlDeviceGetName");
+  auto memory = raw_->Get<abi::DeviceGetMemoryInfoFn>("nvmlDeviceGetMemoryInfo");
+  auto events = raw_->Get<abi::DeviceGetSupportedEventTypesFn>("nvmlDeviceGetSupportedEventTypes");
+  auto by_uuid = raw_->Get<abi::DeviceGetHandleByStringFn>("nvmlDeviceGetHandleByUUID");
+  auto by_pci = raw_->Get<abi::DeviceGetHandleByStringFn>("nvmlDeviceGetHandleByPciBusId_v2");
+  unsigned int value = 0;
+  char text[96];
+  abi::Memory mem{};
+  unsigned long long types = 0;
+  abi::DeviceHandle h = nullptr;
+  EXPECT_EQ(minor(Gpu(2), &value), abi::kErrorGpuIsLost);
+  EXPECT_EQ(name(Gpu(2), text, sizeof(text)), abi::kErrorGpuIsLost);
+  EXPECT_EQ(memory(Gpu(2), &mem), abi::kErrorGpuIsLost);
+  EXPECT_EQ(events(Gpu(2), &types), abi::kErrorGpuIsLost);
+  EXPECT_EQ(by_uuid("GPU-c94a0b7e-1f2d-4e68-a53b-7d0e9f1c2a84", &h), abi::kErrorGpuIsLost);
+  EXPECT_EQ(by_pci("0000:3a:00.0", &h), abi::kSuccess);
+  EXPECT_EQ(h, Gpu(2));
+  EXPECT_EQ(minor(Gpu(3), &value), abi::kSuccess);
+  EXPECT_EQ(value, 3u);
+  EXPECT_EQ(memory(Gpu(3), &mem), abi::kSuccess);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+TEST_F(MockNvmlTest, PerGpuForcedErrors) {
+  Make("gb10-1x");
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  auto memory = raw_->Get<abi::DeviceGetMemoryInfoFn>("nvmlDeviceGetMemoryInfo");
+  auto minor = raw_->Get<abi::DeviceGetUintFn>("nvmlDeviceGetMinorNumber");
+  abi::Memory mem{};
+  unsigned int value = 7;
+  EXPECT_EQ(memory(Gpu(0), &mem), abi::kErrorNotSupported);
+  EXPECT_EQ(minor(Gpu(0), &value), abi::kSuccess);
+  EXPECT_EQ(value, 0u);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+TEST_F(MockNvmlTest, RawArchitectureAndBrandValues) {
+  Make("future-arch-2x");
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  unsigned int value = 0;
+  auto arch = raw_->Get<abi::DeviceGetUintFn>("nvmlDeviceGetArchitecture");
+  auto brand = raw_->Get<abi::DeviceGetIntFn>("nvmlDeviceGetBrand");
+  int b = 0;
+  EXPECT_EQ(arch(Gpu(0), &value), abi::kSuccess);
+  EXPECT_EQ(value, 99u);
+  EXPECT_EQ(brand(Gpu(0), &b), abi::kSuccess);
+  EXPECT_EQ(b, 99);
+  EXPECT_EQ(arch(Gpu(1), &value), abi::kSuccess);
+  EXPECT_EQ(value, abi::kArchRubin);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
 }  // namespace

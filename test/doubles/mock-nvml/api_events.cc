@@ -68,7 +68,9 @@ MOCK_NVML_EXPORT Return nvmlEventSetCreate(EventSetHandle* set) {
 MOCK_NVML_EXPORT Return nvmlDeviceGetSupportedEventTypes(DeviceHandle device,
                                                          unsigned long long* types) {
   return mn::Guarded("nvmlDeviceGetSupportedEventTypes", [&](mn::Context& ctx) -> Return {
-    if (ctx.Device(device) == nullptr || types == nullptr) return abi::kErrorInvalidArgument;
+    const mn::DeviceObject* obj = ctx.Device(device);
+    if (obj == nullptr || types == nullptr) return abi::kErrorInvalidArgument;
+    if (Return forced = mn::GpuForcedError(ctx, obj->gpu); forced != abi::kSuccess) return forced;
     *types = kSupportedEvents;
     return abi::kSuccess;
   });
@@ -80,6 +82,7 @@ MOCK_NVML_EXPORT Return nvmlDeviceRegisterEvents(DeviceHandle device, unsigned l
     const mn::DeviceObject* obj = ctx.Device(device);
     mn::EventSetObject* events = ctx.EventSet(set);
     if (obj == nullptr || events == nullptr || obj->mig) return abi::kErrorInvalidArgument;
+    if (Return forced = mn::GpuForcedError(ctx, obj->gpu); forced != abi::kSuccess) return forced;
     if ((types & ~kSupportedEvents) != 0) return abi::kErrorNotSupported;
     events->registered[obj->gpu] |= types;
     return abi::kSuccess;

@@ -176,6 +176,8 @@ MOCK_NVML_EXPORT Return nvmlDeviceGetHandleByUUID(const char* uuid, DeviceHandle
     const auto& gpus = ctx.spec().gpus;
     for (unsigned int i = 0; i < gpus.size(); ++i) {
       if (gpus[i].uuid == uuid) {
+        // Finding a GPU by UUID reads its UUID, which a lost GPU cannot answer.
+        if (Return forced = mn::GpuForcedError(ctx, i); forced != abi::kSuccess) return forced;
         *device = ctx.GpuHandle(i);
         return abi::kSuccess;
       }

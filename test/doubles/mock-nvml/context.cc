@@ -241,6 +241,7 @@ int Guarded(const char* function, const std::function<int(Context&)>& body) {
   Context& ctx = Context::Get();
   std::lock_guard<std::mutex> lock(ctx.mu());
   if (!ctx.initialized()) return abi::kErrorUninitialized;
+  ctx.set_function(function);
   if (int forced = ctx.ForcedError(function); forced != abi::kSuccess) return forced;
   try {
     return body(ctx);
@@ -257,9 +258,17 @@ int CopyString(const std::string& value, char* out, unsigned int length) {
   return abi::kSuccess;
 }
 
+int GpuForcedError(const Context& ctx, unsigned int gpu) {
+  const GpuSpec& spec = ctx.spec().gpus[gpu];
+  auto it = spec.forced_errors.find(ctx.function());
+  if (it != spec.forced_errors.end()) return it->second;
+  return spec.lost ? abi::kErrorGpuIsLost : abi::kSuccess;
+}
+
 int ResolveGpu(Context& ctx, abi::DeviceHandle h, const DeviceObject** obj, const GpuSpec** gpu) {
   const DeviceObject* o = ctx.Device(h);
   if (o == nullptr) return abi::kErrorInvalidArgument;
+  if (int forced = GpuForcedError(ctx, o->gpu); forced != abi::kSuccess) return forced;
   *obj = o;
   *gpu = &ctx.spec().gpus[o->gpu];
   return abi::kSuccess;

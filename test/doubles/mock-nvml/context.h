@@ -60,6 +60,9 @@ class Context {
   const std::string& root() const { return root_; }
   const std::string& data_dir() const { return data_dir_; }
   int ForcedError(const std::string& function) const;
+  // The NVML entry point being served (set by Guarded), for per-GPU forced errors.
+  const std::string& function() const { return function_; }
+  void set_function(const char* function) { function_ = function; }
   void set_last_error(const std::string& error) { last_error_ = error; }
   const std::string& last_error() const { return last_error_; }
 
@@ -91,6 +94,7 @@ class Context {
   std::unique_ptr<StateStore> store_;
   std::map<std::string, int> env_forced_errors_;
   std::string last_error_;
+  std::string function_;
 
   std::vector<std::unique_ptr<DeviceObject>> gpu_handles_;
   std::map<std::tuple<unsigned int, unsigned int, unsigned int>, std::unique_ptr<DeviceObject>>
@@ -112,8 +116,12 @@ int Guarded(const char* function, const std::function<int(Context&)>& body);
 // with its terminating NUL.
 int CopyString(const std::string& value, char* out, unsigned int length);
 
+// What a call of the current function on GPU `gpu` (an NVML index) is forced to return: the GPU's
+// own forced error for it, else GPU_IS_LOST for a lost GPU, else SUCCESS.
+int GpuForcedError(const Context& ctx, unsigned int gpu);
+
 // Resolves a device handle (full GPU or MIG device) to its object and GPU spec; INVALID_ARGUMENT
-// for handles this library did not issue.
+// for handles this library did not issue, and the GPU's forced error (GpuForcedError).
 int ResolveGpu(Context& ctx, abi::DeviceHandle h, const DeviceObject** obj, const GpuSpec** gpu);
 
 // The persisted state of GPU `gpu` (an NVML index).

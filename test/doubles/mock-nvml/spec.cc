@@ -78,7 +78,8 @@ const std::map<std::string, int> kArchitectures = {{"kepler", abi::kArchKepler},
                                                    {"ampere", abi::kArchAmpere},
                                                    {"ada", abi::kArchAda},
                                                    {"hopper", abi::kArchHopper},
-                                                   {"blackwell", abi::kArchBlackwell}};
+                                                   {"blackwell", abi::kArchBlackwell},
+                                                   {"rubin", abi::kArchRubin}};
 const std::map<std::string, int> kBrands = {
     {"unknown", abi::kBrandUnknown},     {"quadro", abi::kBrandQuadro},
     {"tesla", abi::kBrandTesla},         {"geforce", abi::kBrandGeforce},
@@ -100,6 +101,16 @@ const std::map<std::string, int> kFabricStates = {
     {"not_started", abi::kGpuFabricStateNotStarted},
     {"in_progress", abi::kGpuFabricStateInProgress},
     {"completed", abi::kGpuFabricStateCompleted}};
+
+// An enum field given by name from `allowed`, or as a raw integer: a value NVML does not define
+// today, for GPUs newer than the plugin ("architecture": 99).
+int EnumOrRaw(const json& obj, const char* key, const std::map<std::string, int>& allowed,
+              const std::string& where) {
+  const json& v = Required(obj, key, where);
+  if (v.is_number_integer()) return v.get<int>();
+  if (!v.is_string()) Fail(where + "." + key, "want a name or an integer");
+  return Enum(v.get<std::string>(), allowed, where + "." + key);
+}
 
 // Compute slices of each NVML_COMPUTE_INSTANCE_PROFILE_* index.
 unsigned int CiSlices(unsigned int index) {
@@ -212,9 +223,8 @@ GpuSpec ParseGpu(const json& j, const std::map<std::string, MigTable>& tables,
   g.memory_total = ParseUnsigned(Required(j, "memory_total_mib", where), where) * kMiB;
   g.memory_reserved = UintOr(j, "memory_reserved_mib", 0, where) * kMiB;
   g.memory_used = g.memory_reserved + UintOr(j, "memory_used_mib", 0, where) * kMiB;
-  g.architecture = static_cast<unsigned int>(
-      Enum(Str(j, "architecture", where), kArchitectures, where + ".architecture"));
-  g.brand = Enum(Str(j, "brand", where), kBrands, where + ".brand");
+  g.architecture = static_cast<unsigned int>(EnumOrRaw(j, "architecture", kArchitectures, where));
+  g.brand = EnumOrRaw(j, "brand", kBrands, where);
   const std::string cc = Str(j, "cuda_compute_capability", where);
   if (std::sscanf(cc.c_str(), "%d.%d", &g.cc_major, &g.cc_minor) != 2) {
     Fail(where + ".cuda_compute_capability", "want \"<major>.<minor>\"");
@@ -231,6 +241,12 @@ GpuSpec ParseGpu(const json& j, const std::map<std::string, MigTable>& tables,
   g.initial_persistence = j.value("persistence_mode", true);
   g.initial_compute_mode =
       Enum(j.value("compute_mode", std::string("default")), kComputeModes, where + ".compute_mode");
+  if (j.contains("forced_errors")) {
+    for (const auto& [name, code] : j.at("forced_errors").items()) {
+      g.forced_errors[name] = code.get<int>();
+    }
+  }
+  g.lost = j.value("lost", false);
   return g;
 }
 

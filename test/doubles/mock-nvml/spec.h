@@ -73,8 +73,8 @@ struct GpuSpec {
   unsigned long long memory_total = 0;     // bytes
   unsigned long long memory_reserved = 0;  // bytes
   unsigned long long memory_used = 0;      // bytes, includes reserved
-  unsigned int architecture = 0;           // NVML_DEVICE_ARCH_*
-  int brand = 0;                           // NVML_BRAND_*
+  unsigned int architecture = 0;           // NVML_DEVICE_ARCH_*, or any raw value of the profile
+  int brand = 0;                           // NVML_BRAND_*, or any raw value of the profile
   int cc_major = 0;
   int cc_minor = 0;
   int virtualization_mode = 0;
@@ -88,6 +88,13 @@ struct GpuSpec {
   std::vector<InitialInstance> initial_instances;
   bool initial_persistence = true;
   int initial_compute_mode = 0;
+  // Failures of this GPU only (the profile's per-GPU "forced_errors"): NVML function name ->
+  // return code of every call of that function on this GPU's handles (and its MIG devices').
+  std::map<std::string, int> forced_errors;
+  // The GPU fell off the bus ("lost": true): its handle is still returned by index and by PCI bus
+  // id, but every call on it (and the UUID lookup of it) answers NVML_ERROR_GPU_IS_LOST, unless
+  // `forced_errors` names the function.
+  bool lost = false;
 };
 
 struct NodeSpec {

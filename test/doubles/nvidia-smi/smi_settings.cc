@@ -61,6 +61,8 @@ const char* ArchitectureName(unsigned int arch) {
       return "Hopper";
     case abi::kArchBlackwell:
       return "Blackwell";
+    case abi::kArchRubin:
+      return "Rubin";
     default:
       return "Unknown";
   }

@@ -48,7 +48,8 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
 // Runs make-driver-root.sh `profile` `dir` (with --reset-state when `reset_state`). In ASan builds
 // it also adds verify_asan_link_order=0 to ASAN_OPTIONS, so that programs this process starts with
 // the mock library in LD_PRELOAD (nvidia-smi as the plugin runs it) can start. `profile` is
-// a name under test/doubles/profiles ("h100-8x", "a100-mig-4x", "t4-2x", "gb200-4x") or a path.
+// a name under test/doubles/profiles ("h100-8x", "a100-mig-4x", "t4-2x", "gb200-4x", "gb10-1x",
+// "h100-4x-gpu-lost", "future-arch-2x") or a path.
 absl::Status MakeMockDriverRoot(std::string_view profile, const std::string& dir,
                                 bool reset_state = true);
 
