@@ -9,9 +9,12 @@
 #include "lib/common/flags.h"
 #include "lib/common/log.h"
 #include "lib/common/signals.h"
+#include "lib/common/stack_dump.h"
 #include "lib/gpu/plugin_app.h"
 
 int main(int argc, char** argv) {
+  // Names in the SIGUSR2 stack dump (lib/common/stack_dump.h); before any thread starts.
+  dra::InitializeStackDumpSymbolizer(argv[0]);
   // Signals are blocked before any thread starts so that only the handler thread receives them.
   auto signals = dra::SignalHandler::Start();
   if (!signals.ok()) {

@@ -1,6 +1,7 @@
 #include "lib/common/stack_dump.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -8,10 +9,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "absl/debugging/symbolize.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "lib/common/atomic_file.h"
@@ -43,6 +46,30 @@ void OnDumpSignal(int) {
   s.frames.store(n, std::memory_order_release);
 }
 
+// One frame line: "#<n> 0x<pc> <function> (<module>+0x<offset>)". `pc` is the address to name:
+// for return addresses the caller passes pc - 1, which lies in the call instruction (a call
+// that ends a function would otherwise be named after the next one); `shown` is printed.
+// Runs on the dumping thread, never in the signal handler (dladdr takes the loader's lock).
+std::string FrameLine(int n, void* shown, const void* pc) {
+  char name[1024];
+  const char* function = absl::Symbolize(pc, name, sizeof(name)) ? name : "??";
+  std::string line =
+      absl::StrCat("  #", n, " 0x", absl::Hex(reinterpret_cast<uintptr_t>(shown)), " ", function);
+  Dl_info info{};
+  if (::dladdr(pc, &info) != 0 && info.dli_fname != nullptr) {
+    absl::string_view module = info.dli_fname;
+    if (size_t slash = module.rfind('/'); slash != absl::string_view::npos) {
+      module.remove_prefix(slash + 1);
+    }
+    absl::StrAppend(
+        &line, " (", module.empty() ? "?" : module, "+0x",
+        absl::Hex(reinterpret_cast<uintptr_t>(shown) - reinterpret_cast<uintptr_t>(info.dli_fbase)),
+        ")");
+  }
+  line += '\n';
+  return line;
+}
+
 std::vector<pid_t> ThreadIds() {
   std::vector<pid_t> out;
   DIR* d = ::opendir("/proc/self/task");
@@ -55,6 +82,8 @@ std::vector<pid_t> ThreadIds() {
 }
 
 }  // namespace
+
+void InitializeStackDumpSymbolizer(const char* argv0) { absl::InitializeSymbolizer(argv0); }
 
 void InstallStackDumpHandler() {
   void* warm[2];
@@ -88,12 +117,12 @@ absl::Status DumpAllThreadStacks(const std::string& path, int* threads_dumped) {
     int n = s.frames.load(std::memory_order_acquire);
     if (n < 0) continue;
     absl::StrAppend(&text, "\nthread ", s.tid.load(), ":\n");
-    char** symbols = ::backtrace_symbols(s.pcs, n);
-    // Frame 0-1 are the handler and the signal trampoline.
+    // Frames 0-1 are the handler and the signal trampoline; frame 2 is where the thread was
+    // interrupted (an exact pc), the rest are return addresses.
     for (int f = 2; f < n; ++f) {
-      absl::StrAppend(&text, "  #", f - 2, " ", symbols ? symbols[f] : "?", "\n");
+      const char* pc = static_cast<const char*>(s.pcs[f]);
+      absl::StrAppend(&text, FrameLine(f - 2, s.pcs[f], f == 2 ? pc : pc - 1));
     }
-    std::free(symbols);
   }
   if (threads_dumped != nullptr) *threads_dumped = answered;
   return WriteFileAtomically(path, text, 0600);

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/base/attributes.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -10,7 +11,20 @@
 namespace dra {
 namespace {
 
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+
+// Not inlined, and not a tail call (the barrier after the wait), so that it has a frame of its
+// own on the blocked thread's stack.
+ABSL_ATTRIBUTE_NOINLINE void BlockedInAKnownFunction(absl::Notification* started,
+                                                     absl::Notification* stop) {
+  started->Notify();
+  stop->WaitForNotification();
+  asm volatile("" ::: "memory");
+}
+
 TEST(StackDumpTest, EveryThreadReportsItsStack) {
+  InitializeStackDumpSymbolizer("/proc/self/exe");
   InstallStackDumpHandler();
   absl::Notification stop;
   std::vector<std::thread> threads;
@@ -28,6 +42,28 @@ TEST(StackDumpTest, EveryThreadReportsItsStack) {
   EXPECT_THAT(*text, ::testing::HasSubstr("threads answered"));
   EXPECT_THAT(*text, ::testing::HasSubstr("thread "));
   EXPECT_THAT(*text, ::testing::HasSubstr("#0 "));
+}
+
+// Frames name their functions (demangled), with the module offset after them.
+TEST(StackDumpTest, FramesNameTheirFunctions) {
+  InitializeStackDumpSymbolizer("/proc/self/exe");
+  InstallStackDumpHandler();
+  absl::Notification started, stop;
+  std::thread blocked(BlockedInAKnownFunction, &started, &stop);
+  started.WaitForNotification();
+  std::string path = ::testing::TempDir() + "/named-stacks.dump";
+  absl::Status dumped = DumpAllThreadStacks(path);
+  stop.Notify();
+  blocked.join();
+  ASSERT_TRUE(dumped.ok()) << dumped;
+  auto text = ReadFile(path);
+  ASSERT_TRUE(text.ok());
+  EXPECT_THAT(*text, ContainsRegex(R"(  #[0-9]+ 0x[0-9a-f]+ )"
+                                   R"(dra::\(anonymous namespace\)::BlockedInAKnownFunction\(\) )"
+                                   R"(\(common_stack_dump_test\+0x[0-9a-f]+\))"))
+      << *text;
+  // The dumping thread itself is named too.
+  EXPECT_THAT(*text, HasSubstr("dra::DumpAllThreadStacks("));
 }
 
 }  // namespace
