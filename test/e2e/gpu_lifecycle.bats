@@ -125,3 +125,42 @@ teardown() {
   wait_for 60 "CDI spec of claim $uid removed" test ! -e "$(cdi_spec "$GPU_NODE" "$uid")"
   plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
 }
+
+@test "a corrupt checkpoint under a running pod: its claim is rebuilt, its container restarts with its GPU, unprepare is clean" {
+  local dir uid spec uuid
+  dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
+  claim_template single-gpu
+  pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase pod1 Running 60
+  wait_log pod1
+  uuid=$(gpu_uuids pod1)
+  uid=$(k get resourceclaim "$(claim_of pod1 gpu)" -o jsonpath='{.metadata.uid}')
+  spec=$(cdi_spec "$GPU_NODE" "$uid")
+
+  # The plugin leaves the node, its checkpoint is damaged, the plugin comes back.
+  stop_plugin "$GPU_NODE"
+  printf '{"checksum": 1, "data": {"preparedClaims": {tru' >"$dir/checkpoint.json"
+  start_plugin "$GPU_NODE"
+  # The claim is in use on this node (the API server says so), so its CDI spec stays and its
+  # record is rebuilt from the spec; the Node event says so.
+  wait_for 30 "the claim's record rebuilt" eval '[ "$(checkpoint_claims "$GPU_NODE")" -eq $(($(base_cp "$GPU_NODE") + 1)) ]'
+  [ -f "$spec" ]
+  jq -e --arg u "$uid" '.data.preparedClaims[$u].state == "PrepareCompleted"' "$dir/checkpoint.json" >/dev/null
+  wait_for 30 "a CheckpointCorrupt event that says what was rebuilt" eval \
+    'kubectl get events -A -o json --field-selector involvedObject.kind=Node,involvedObject.name=$GPU_NODE,reason=CheckpointCorrupt |
+       jq -e "[.items[] | select(.message | test(\"rebuilt 1 \"))] | length > 0" >/dev/null'
+
+  # The workload's container exits and the kubelet starts it again from the same CDI spec.
+  k exec pod1 -c ctr -- kill -TERM 1
+  wait_for 60 "pod1's container restarted" eval '[ "$(k get pod pod1 -o jsonpath="{.status.containerStatuses[0].restartCount}")" = 1 ]'
+  wait_pod_phase pod1 Running 60
+  wait_log pod1
+  assert_gpus pod1 1
+  [ "$(gpu_uuids pod1)" = "$uuid" ]
+
+  # The rebuilt record unprepares like any other.
+  k delete pod pod1 --wait=true --timeout=60s >/dev/null
+  wait_for 60 "CDI spec of claim $uid removed" test ! -e "$spec"
+  plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
+  rm -f "$dir"/checkpoint.json.corrupt-*
+}
