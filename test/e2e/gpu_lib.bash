@@ -286,3 +286,35 @@ restore_driver() {
   "$REPO_ROOT/hack/cluster/helm-driver.sh" install >&3
   rm -f "$BATS_FILE_TMPDIR/driver-changed"
 }
+
+# --- The public Go driver's checkpoint, for the switch-over test -------------------------------
+
+# go_checksum: FNV-1a 32 of go-spew's rendering "([]uint8)[b0 b1 ...]" of the bytes on stdin, the
+# checksum the Go driver stores (docs/checkpoint-format.md, "The public Go driver's checkpoint").
+go_checksum() {
+  local spew h=2166136261 i c
+  spew="([]uint8)[$(od -An -v -tu1 | xargs)]"
+  for ((i = 0; i < ${#spew}; i++)); do
+    printf -v c '%d' "'${spew:i:1}"
+    h=$(((h ^ c) * 16777619 & 0xFFFFFFFF))
+  done
+  echo "$h"
+}
+
+# go_checkpoint_from_ours <our checkpoint.json>: prints the same prepared full-GPU claims as the
+# Go driver writes them ("v1" and "v2" with their checksums), written here from the format facts.
+go_checkpoint_from_ours() {
+  local ours=$1 v2claims v1claims boot c1 c2
+  boot=$(jq -r '.data.nodeBootID' "$ours")
+  v2claims=$(jq -cj '.data.preparedClaims | map_values({checkpointState: "PrepareCompleted",
+      status: {allocation: .allocation},
+      preparedDevices: [{devices: [.preparedDevices[] | {gpu: {info: {uuid: .uuid},
+        device: {Requests: .requests, PoolName: .pool, DeviceName: .device, CDIDeviceIDs: .cdiDeviceIDs}},
+        mig: null}], configState: {}}],
+      name: .name, namespace: .namespace})' "$ours")
+  v1claims=$(jq -cj 'map_values({status, preparedDevices})' <<<"$v2claims")
+  c2=$(jq -cj --arg b "$boot" '{checksum: 0, preparedClaims: ., nodeBootID: $b}' <<<"$v2claims" | go_checksum)
+  c1=$(jq -cj '{checksum: 0, v1: {preparedClaims: .}}' <<<"$v1claims" | go_checksum)
+  jq -cj --argjson c1 "$c1" --argjson c2 "$c2" --arg b "$boot" --argjson v2 "$v2claims" \
+    '{checksum: $c1, v1: {preparedClaims: .}, v2: {checksum: $c2, preparedClaims: $v2, nodeBootID: $b}}' <<<"$v1claims"
+}

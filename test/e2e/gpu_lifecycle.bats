@@ -164,3 +164,49 @@ teardown() {
   plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
   rm -f "$dir"/checkpoint.json.corrupt-*
 }
+
+@test "switching from the Go driver: its checkpoint and CDI spec are adopted, the pod's container restarts, unprepare is clean" {
+  local dir uid json yaml uuid before_events
+  dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
+  claim_template single-gpu
+  pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase pod1 Running 60
+  wait_log pod1
+  uuid=$(gpu_uuids pod1)
+  uid=$(k get resourceclaim "$(claim_of pod1 gpu)" -o jsonpath='{.metadata.uid}')
+  json=$(cdi_spec "$GPU_NODE" "$uid")
+  yaml=${json%.json}.yaml
+  before_events=$(kubectl get events -A -o json --field-selector "involvedObject.name=$GPU_NODE,reason=CheckpointAdopted" | jq '.items | length')
+
+  # The node as the Go driver leaves it: its checkpoint format, its spec file name (CDI specs are
+  # YAML or JSON; JSON is YAML).
+  stop_plugin "$GPU_NODE"
+  rm -f "$dir"/checkpoint.json.go-driver-*
+  go_checkpoint_from_ours "$dir/checkpoint.json" >"$dir/checkpoint.json.tmp"
+  mv "$dir/checkpoint.json.tmp" "$dir/checkpoint.json"
+  jq -e '.v2.preparedClaims | length == 1' "$dir/checkpoint.json" >/dev/null
+  mv "$json" "$yaml"
+  start_plugin "$GPU_NODE"
+
+  # Adopted: our format now, the claim completed, the Go file kept for a rollback, the Go spec
+  # kept, a Node event.
+  wait_for 30 "the checkpoint rewritten in our format" jq -e --arg u "$uid" \
+    '.version == 1 and .data.preparedClaims[$u].state == "PrepareCompleted"' "$dir/checkpoint.json"
+  [ -n "$(find "$dir" -maxdepth 1 -name 'checkpoint.json.go-driver-*')" ]
+  [ -f "$yaml" ]
+  wait_for 30 "a CheckpointAdopted event" eval '(( $(kubectl get events -A -o json --field-selector "involvedObject.name=$GPU_NODE,reason=CheckpointAdopted" | jq ".items | length") > before_events ))'
+
+  # The workload's container exits and starts again from the Go driver's spec.
+  k exec pod1 -c ctr -- kill -TERM 1
+  wait_for 60 "pod1's container restarted" eval '[ "$(k get pod pod1 -o jsonpath="{.status.containerStatuses[0].restartCount}")" = 1 ]'
+  wait_pod_phase pod1 Running 60
+  wait_log pod1
+  assert_gpus pod1 1
+  [ "$(gpu_uuids pod1)" = "$uuid" ]
+
+  # Our plugin unprepares the adopted claim and removes the Go driver's spec file.
+  k delete pod pod1 --wait=true --timeout=60s >/dev/null
+  wait_for 60 "the Go driver's CDI spec of claim $uid removed" test ! -e "$yaml"
+  plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
+  rm -f "$dir"/checkpoint.json.go-driver-*
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lays out the root filesystem of the driver image: the product binaries from a C++ build folder
-# (stripped), the init step kubelet-plugin-prestart.sh, busybox (static; sh and the few tools the
+# (without debug info), the init step kubelet-plugin-prestart.sh, busybox (static; sh and the few tools the
 # init step and the MPS control-daemon pods run), and exactly the shared libraries that `ldd`
 # lists for the binaries, copied from this host. Debian's merged-/usr multiarch layout, as the
 # workload image.
@@ -52,7 +52,9 @@ install -d -m 1777 "$out/tmp"
 for d in bin sbin lib lib64; do ln -sfn "usr/$d" "$out/$d"; done
 
 for b in "${BINARIES[@]}"; do
-  strip --strip-all -o "$out/usr/bin/${b##*/}" "$build/$b"
+  # Debug info goes, the symbol table stays: the plugin's SIGUSR2 stack dump names functions
+  # with it (lib/common/stack_dump.h).
+  strip --strip-debug -o "$out/usr/bin/${b##*/}" "$build/$b"
 done
 install -m 0755 "$here/kubelet-plugin-prestart.sh" "$out/usr/bin/kubelet-plugin-prestart.sh"
 
