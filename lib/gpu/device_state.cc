@@ -89,9 +89,10 @@ const FeatureGates& DeviceState::gates() const {
   return options_.gates ? *options_.gates : *kNone;
 }
 
-absl::StatusOr<std::vector<PreparedDevice>> DeviceState::Prepare(const k8s::ResourceClaim& claim) {
+absl::StatusOr<std::vector<PreparedDevice>> DeviceState::Prepare(const k8s::ResourceClaim& claim,
+                                                                 const Deadline& deadline) {
   absl::MutexLock lock(&mu_);
-  auto devices = PrepareLocked(claim);
+  auto devices = PrepareLocked(claim, deadline);
   if (!devices.ok()) {
     return Annotate(devices.status(),
                     absl::StrCat("prepare claim ", claim.metadata.namespace_name, "/",
@@ -154,7 +155,7 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
 }
 
 absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
-    const k8s::ResourceClaim& claim) {
+    const k8s::ResourceClaim& claim, const Deadline& deadline) {
   const std::string& uid = claim.metadata.uid;
   // One read serves the idempotency check and the overlap check below.
   ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
@@ -164,7 +165,8 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
     return PreparedDevicesFromJson(existing->second.prepared_devices);
   }
   // Counted from here: the kubelet's timeout started before this call.
-  const absl::Time mps_deadline = options_.clock->Now() + options_.mps_ready_timeout;
+  const absl::Time mps_deadline =
+      deadline.CapTime(options_.clock->Now() + options_.mps_ready_timeout);
   ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim));
   const std::vector<ConfigGroup>& groups = plan.groups;
   const std::vector<PreparedDevice>& prepared = plan.prepared;
@@ -173,6 +175,8 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   const bool time_slicing = plan.time_slicing;
   RETURN_IF_ERROR(CheckOverlap(uid, all, prepared, configs));
 
+  // Nothing has changed yet: a prepare past its deadline stops here without a trace.
+  RETURN_IF_ERROR(deadline.Check("set up devices"));
   // A prepare that crashed or failed half-way may have changed GPUs: undo that first.
   if (existing != all.end()) {
     ASSIGN_OR_RETURN(std::vector<PreparedDevice> partial,
@@ -215,7 +219,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
           uuids.push_back(d->gpu.uuid);
         }
       }
-      RETURN_IF_ERROR(options_.time_slicing->Apply(uuids, *interval));
+      RETURN_IF_ERROR(options_.time_slicing->Apply(uuids, *interval, deadline));
       DRA_INFO("applied GPU time-slicing", "claim", uid, "interval",
                api::TimeSliceIntervalName(*interval), "gpus", uuids.size());
     }
@@ -223,6 +227,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
 
   std::map<std::string, cdi::ContainerEdits> device_edits;
   for (const auto& [daemon, names] : daemons) {
+    RETURN_IF_ERROR(deadline.Check("start MPS daemon " + daemon->Record().id));
     RETURN_IF_ERROR(daemon->Start());
     RETURN_IF_ERROR(daemon->AssertReady(mps_deadline));
     const cdi::ContainerEdits edits = daemon->ContainerEdits();
@@ -238,6 +243,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   for (const PreparedDevice& p : prepared) {
     if (in_spec.insert(p.device).second) cdi_devices.push_back(p);
   }
+  RETURN_IF_ERROR(deadline.Check("write the CDI spec"));
   RETURN_IF_ERROR(cdi_->Write(uid, cdi_devices, device_edits).status());
   RETURN_IF_ERROR(record(ClaimState::kPrepareCompleted));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",

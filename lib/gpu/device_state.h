@@ -39,6 +39,7 @@
 #include "lib/api/consumable_shares.h"
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/clock.h"
+#include "lib/common/deadline.h"
 #include "lib/common/feature_gates.h"
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/device_configs.h"
@@ -78,8 +79,11 @@ class DeviceState {
               Options options);
 
   // The devices prepared for `claim` (REQUIRES: allocated). Errors caused by the claim's own
-  // configuration are permanent (api::IsPermanentConfigError).
-  absl::StatusOr<std::vector<PreparedDevice>> Prepare(const k8s::ResourceClaim& claim);
+  // configuration are permanent (api::IsPermanentConfigError). `deadline` (the kubelet's) caps the
+  // MPS readiness wait and nvidia-smi, and a step not begun before it fails the prepare with
+  // DeadlineExceeded, leaving what a failure of that step leaves.
+  absl::StatusOr<std::vector<PreparedDevice>> Prepare(
+      const k8s::ResourceClaim& claim, const Deadline& deadline = Deadline::Infinite());
   // Undoes Prepare using the checkpoint alone; an unknown claim is success.
   absl::Status Unprepare(const std::string& claim_uid);
   // Records `claim` as PrepareCompleted with the devices a prepare would record (time-slice and
@@ -111,7 +115,8 @@ class DeviceState {
   // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects.
   absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<PreparedDevice>> PrepareLocked(const k8s::ResourceClaim& claim)
+  absl::StatusOr<std::vector<PreparedDevice>> PrepareLocked(const k8s::ResourceClaim& claim,
+                                                            const Deadline& deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses devices that other PrepareCompleted claims in `all` hold, unless consumable shares
   // allow it and the configs are equal. `configs[i]` is the config of `prepared[i]`.

@@ -83,8 +83,8 @@ GpuDriver::GpuDriver(DeviceState* state, std::string plugin_data_dir, DriverMetr
       lock_timeout_(lock_timeout) {}
 
 absl::Status GpuDriver::RunLocked(const std::function<absl::Status()>& fn) {
-  auto lock = FileLock::Acquire(lock_path_, lock_timeout_);
-  if (!lock.ok()) return Annotate(lock.status(), "error acquiring prep/unprep lock");
+  auto lock = AcquireLock(Deadline(absl::InfiniteFuture(), "maintenance"));
+  if (!lock.ok()) return lock.status();
   return fn();
 }
 
@@ -95,15 +95,28 @@ void GpuDriver::RefreshPreparedDevicesGauge() {
   }
 }
 
-kubeletplugin::PrepareResult GpuDriver::PrepareOne(const k8s::ResourceClaim& claim) {
+absl::StatusOr<FileLock> GpuDriver::AcquireLock(const Deadline& deadline) const {
+  const absl::Duration wait = deadline.infinite() ? lock_timeout_ : deadline.Left();
+  auto lock = FileLock::Acquire(lock_path_, wait);
+  if (!lock.ok()) {
+    return Annotate(lock.status(),
+                    absl::StrCat("error acquiring prep/unprep lock for ", deadline.what()));
+  }
+  return lock;
+}
+
+kubeletplugin::PrepareResult GpuDriver::PrepareOne(const k8s::ResourceClaim& claim,
+                                                   absl::Time deadline_at) {
   RequestScope scope(metrics_, "prepare");
-  auto lock = FileLock::Acquire(lock_path_, lock_timeout_);
+  const Deadline deadline(deadline_at, absl::StrCat("prepare of claim ", claim.metadata.uid));
+  auto lock = AcquireLock(deadline);
   if (!lock.ok()) {
     metrics_->prepare_errors_total->WithLabels({metrics_->driver, "lock_acquire"})->Inc();
-    return {Annotate(lock.status(), "error acquiring prep/unprep lock"), {}};
+    DRA_ERROR("prepare failed", "claim", claim.metadata.uid, "err", lock.status());
+    return {lock.status(), {}};
   }
   scope.Begin();
-  auto devices = state_->Prepare(claim);
+  auto devices = state_->Prepare(claim, deadline);
   if (!devices.ok()) {
     metrics_->prepare_errors_total->WithLabels({metrics_->driver, "prepare_devices"})->Inc();
     absl::Status s = devices.status();
@@ -126,12 +139,20 @@ kubeletplugin::PrepareResult GpuDriver::PrepareOne(const k8s::ResourceClaim& cla
   return result;
 }
 
-absl::Status GpuDriver::UnprepareOne(const kubeletplugin::ClaimRef& claim) {
+absl::Status GpuDriver::UnprepareOne(const kubeletplugin::ClaimRef& claim, absl::Time deadline_at) {
   RequestScope scope(metrics_, "unprepare");
-  auto lock = FileLock::Acquire(lock_path_, lock_timeout_);
+  const Deadline deadline(deadline_at, absl::StrCat("unprepare of claim ", claim.uid));
+  auto lock = AcquireLock(deadline);
   if (!lock.ok()) {
     metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "lock_acquire"})->Inc();
-    return Annotate(lock.status(), "error acquiring prep/unprep lock");
+    DRA_ERROR("unprepare failed", "claim", claim.uid, "err", lock.status());
+    return lock.status();
+  }
+  // Unprepare's steps are each safe to repeat, so they are not cut short; it is only not begun
+  // once the kubelet has given up (its retry, or the cleanup, does it then).
+  if (absl::Status s = deadline.Check("unprepare devices"); !s.ok()) {
+    metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "unprepare_devices"})->Inc();
+    return s;
   }
   scope.Begin();
   absl::Status s = state_->Unprepare(claim.uid);
@@ -150,7 +171,7 @@ GpuDriver::PrepareResourceClaims(const kubeletplugin::CallInfo& call,
                                  const std::vector<k8s::ResourceClaim>& claims) {
   std::map<std::string, kubeletplugin::PrepareResult> out;
   for (const k8s::ResourceClaim& claim : claims) {
-    out[claim.metadata.uid] = PrepareOne(claim);
+    out[claim.metadata.uid] = PrepareOne(claim, call.deadline);
   }
   return out;
 }
@@ -158,7 +179,9 @@ GpuDriver::PrepareResourceClaims(const kubeletplugin::CallInfo& call,
 absl::StatusOr<std::map<std::string, absl::Status>> GpuDriver::UnprepareResourceClaims(
     const kubeletplugin::CallInfo& call, const std::vector<kubeletplugin::ClaimRef>& claims) {
   std::map<std::string, absl::Status> out;
-  for (const kubeletplugin::ClaimRef& claim : claims) out[claim.uid] = UnprepareOne(claim);
+  for (const kubeletplugin::ClaimRef& claim : claims) {
+    out[claim.uid] = UnprepareOne(claim, call.deadline);
+  }
   return out;
 }
 

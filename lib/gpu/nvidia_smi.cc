@@ -173,15 +173,17 @@ absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv,
   return result;
 }
 
-absl::StatusOr<std::string> NvidiaSmi::Run(const std::vector<std::string>& args) const {
+absl::StatusOr<std::string> NvidiaSmi::Run(const std::vector<std::string>& args,
+                                           const Deadline& deadline) const {
   absl::StatusOr<std::string> smi = root_->FindBinary("nvidia-smi");
   if (!smi.ok()) return Annotate(smi.status(), "find nvidia-smi in the driver root");
   absl::StatusOr<std::string> nvml = root_->FindLibrary("libnvidia-ml.so.1");
   if (!nvml.ok()) return Annotate(nvml.status(), "find libnvidia-ml.so.1 in the driver root");
   std::vector<std::string> argv = {*smi};
   argv.insert(argv.end(), args.begin(), args.end());
-  ASSIGN_OR_RETURN(ProgramResult r,
-                   RunProgram(argv, {.env = {{"LD_PRELOAD", *nvml}}, .timeout = timeout_}));
+  RETURN_IF_ERROR(deadline.Check(absl::StrCat("run \"", CommandLine(argv), "\"")));
+  ASSIGN_OR_RETURN(ProgramResult r, RunProgram(argv, {.env = {{"LD_PRELOAD", *nvml}},
+                                                      .timeout = deadline.Cap(timeout_)}));
   if (r.exit_code == 0) return r.stdout_text;
   const bool use_stderr = !absl::StripAsciiWhitespace(r.stderr_text).empty();
   std::string how = r.signal != 0 ? absl::StrCat("was killed by signal ", r.signal)

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "lib/common/deadline.h"
 #include "lib/driverroot/driver_root.h"
 
 namespace dra::gpu {
@@ -58,9 +59,12 @@ class NvidiaSmi {
   //   NotFound  nvidia-smi or libnvidia-ml.so.1 is not in the driver root;
   //   Internal  it exited non-zero: "command \"<path> <args>\" failed with exit code N: <stderr
   //             tail, or stdout tail when stderr is empty>";
-  //   DeadlineExceeded  it ran past the timeout (and was killed).
+  //   DeadlineExceeded  it ran past the timeout (and was killed), or `deadline` had passed (not
+  //             started). The timeout is the shorter of this runner's and the time `deadline`
+  //             leaves.
   // Returns stdout on success.
-  absl::StatusOr<std::string> Run(const std::vector<std::string>& args) const;
+  absl::StatusOr<std::string> Run(const std::vector<std::string>& args,
+                                  const Deadline& deadline = Deadline::Infinite()) const;
 
  private:
   const driverroot::DriverRoot* const root_;

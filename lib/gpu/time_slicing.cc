@@ -7,11 +7,13 @@
 namespace dra::gpu {
 
 absl::Status TimeSlicing::Apply(const std::vector<std::string>& gpu_uuids,
-                                api::TimeSliceInterval interval) const {
+                                api::TimeSliceInterval interval, const Deadline& deadline) const {
   const std::string value = absl::StrCat(api::TimeSliceIntervalValue(interval));
   for (const std::string& uuid : gpu_uuids) {
-    absl::Status s = smi_->Run({"-i", uuid, "-c", "DEFAULT"}).status();
-    if (s.ok()) s = smi_->Run({"compute-policy", "-i", uuid, "--set-timeslice", value}).status();
+    absl::Status s = smi_->Run({"-i", uuid, "-c", "DEFAULT"}, deadline).status();
+    if (s.ok()) {
+      s = smi_->Run({"compute-policy", "-i", uuid, "--set-timeslice", value}, deadline).status();
+    }
     if (!s.ok()) {
       return Annotate(s, absl::StrCat("set time-slice ", api::TimeSliceIntervalName(interval),
                                       " on GPU ", uuid));

@@ -29,9 +29,10 @@ class TimeSlicing {
   // `smi` must outlive this object.
   explicit TimeSlicing(const NvidiaSmi* smi) : smi_(smi) {}
 
-  // For each GPU in order: compute mode DEFAULT, then the interval.
-  absl::Status Apply(const std::vector<std::string>& gpu_uuids,
-                     api::TimeSliceInterval interval) const;
+  // For each GPU in order: compute mode DEFAULT, then the interval. Each nvidia-smi run waits at
+  // most the time `deadline` leaves, and none starts once it has passed (DeadlineExceeded).
+  absl::Status Apply(const std::vector<std::string>& gpu_uuids, api::TimeSliceInterval interval,
+                     const Deadline& deadline = Deadline::Infinite()) const;
   // Apply(gpu_uuids, kDefault).
   absl::Status Reset(const std::vector<std::string>& gpu_uuids) const;
 
