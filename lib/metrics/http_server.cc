@@ -1,32 +1,39 @@
 #include "lib/metrics/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/metrics/listen.h"
 
 namespace dra::metrics {
 namespace {
 
-constexpr int kReadTimeoutMs = 5000;
 constexpr size_t kMaxRequestBytes = 16 * 1024;
+// Accepts per wake-up, so that a burst of new connections does not starve the others.
+constexpr int kAcceptBatch = 64;
+// How long accepting pauses when the process is out of file descriptors (accept would fail
+// again at once, and the listener stays readable).
+constexpr std::chrono::milliseconds kAcceptPause(100);
 
 const char* Reason(int code) {
   switch (code) {
     case 200:
       return "OK";
+    case 400:
+      return "Bad Request";
     case 404:
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 431:
+      return "Request Header Fields Too Large";
     case 500:
       return "Internal Server Error";
     case 503:
@@ -36,116 +43,250 @@ const char* Reason(int code) {
   }
 }
 
-void WriteAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    off += n;
-  }
-}
-
 }  // namespace
+
+struct HttpServer::Conn {
+  int fd;
+  std::string in;
+  std::string out;
+  size_t written = 0;
+  bool writing = false;
+  Clock::time_point deadline;
+};
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const std::string& address, std::map<std::string, HttpHandler> handlers) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("http endpoint \"", address, "\": expected host:port or :port"));
-  }
-  std::string host = address.substr(0, colon);
-  int port = 0;
-  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("http endpoint \"", address, "\": port must be 0..65535"));
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (host.empty() || host == "0.0.0.0") {
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  } else if (host == "localhost") {
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  } else if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("http endpoint \"", address, "\": host must be an IPv4 address"));
-  }
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoToStatus(errno, "http endpoint: socket");
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 16) != 0) {
-    absl::Status s = ErrnoToStatus(errno, absl::StrCat("http endpoint: listen on ", address));
-    ::close(fd);
+  HttpServerOptions options;
+  options.address = address;
+  return Start(std::move(options), std::move(handlers));
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
+    HttpServerOptions options, std::map<std::string, HttpHandler> handlers) {
+  absl::StatusOr<Listener> listener = Listen(options.address);
+  if (!listener.ok()) return Annotate(listener.status(), "http endpoint");
+  int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epoll_fd < 0 || wake_fd < 0) {
+    absl::Status s = ErrnoToStatus(errno, "http endpoint: epoll/eventfd");
+    ::close(listener->fd);
+    if (epoll_fd >= 0) ::close(epoll_fd);
+    if (wake_fd >= 0) ::close(wake_fd);
     return s;
   }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  auto server =
-      std::unique_ptr<HttpServer>(new HttpServer(fd, ntohs(addr.sin_port), std::move(handlers)));
-  server->thread_ = std::thread([raw = server.get()] { raw->Serve(); });
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listener->fd;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listener->fd, &ev);
+  ev.data.fd = wake_fd;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+  std::unique_ptr<HttpServer> server(new HttpServer(
+      std::move(options), std::move(handlers), listener->fd, listener->port, epoll_fd, wake_fd));
+  server->thread_ = std::thread([raw = server.get()] { raw->Loop(); });
   return server;
 }
 
-HttpServer::HttpServer(int fd, int port, std::map<std::string, HttpHandler> handlers)
-    : fd_(fd), port_(port), handlers_(std::move(handlers)) {}
+HttpServer::HttpServer(HttpServerOptions options, std::map<std::string, HttpHandler> handlers,
+                       int listen_fd, int port, int epoll_fd, int wake_fd)
+    : options_(std::move(options)),
+      handlers_(std::move(handlers)),
+      metrics_(options_.registry, options_.metrics_prefix),
+      listen_fd_(listen_fd),
+      port_(port),
+      epoll_fd_(epoll_fd),
+      wake_fd_(wake_fd) {}
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+  ::close(epoll_fd_);
+  ::close(wake_fd_);
+}
 
 void HttpServer::Stop() {
-  if (fd_ < 0) return;
-  ::shutdown(fd_, SHUT_RDWR);  // wakes accept()
+  if (listen_fd_ < 0) return;
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
-  ::close(fd_);
-  fd_ = -1;
+  ::close(listen_fd_);
+  listen_fd_ = -1;
 }
 
-void HttpServer::Serve() {
+void HttpServer::Loop() {
+  epoll_event events[64];
   while (true) {
-    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // listener shut down
+    int timeout_ms = -1;
+    Clock::time_point now = Clock::now();
+    if (!deadlines_.empty()) {
+      auto left = deadlines_.begin()->first - now;
+      timeout_ms = static_cast<int>(
+          std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
     }
-    HandleConnection(c);
-    ::close(c);
+    if (!accepting_) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(accept_resume_ - now).count();
+      timeout_ms = timeout_ms < 0 ? static_cast<int>(std::max<int64_t>(0, left))
+                                  : std::min<int>(timeout_ms, std::max<int64_t>(0, left));
+    }
+    int n = ::epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      DRA_ERROR("http endpoint: epoll_wait failed", "err", ErrnoToStatus(errno, "epoll_wait"));
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wake_fd_) {
+        for (auto& [cfd, c] : conns_) {
+          ::close(cfd);
+          metrics_.Closed();
+        }
+        conns_.clear();
+        deadlines_.clear();
+        return;
+      }
+      if (fd == listen_fd_) {
+        Accept();
+        continue;
+      }
+      auto it = conns_.find(fd);
+      if (it == conns_.end()) continue;  // closed earlier in this batch
+      if (it->second->writing) {
+        OnWritable(it->second.get());
+      } else {
+        OnReadable(it->second.get());
+      }
+    }
+    now = Clock::now();
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      Conn* c = conns_.at(deadlines_.begin()->second).get();
+      metrics_.TimedOut(c->writing ? ConnectionPhase::kWrite : ConnectionPhase::kRequest);
+      DRA_VLOG(5, "http endpoint: closing a connection past its deadline", "writing", c->writing);
+      Close(c);
+    }
+    if (!accepting_ && now >= accept_resume_) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listen_fd_;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+      accepting_ = true;
+    }
   }
 }
 
-void HttpServer::HandleConnection(int fd) {
-  std::string request;
-  char buf[2048];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, kReadTimeoutMs) <= 0) return;
-    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return;
-    request.append(buf, n);
+void HttpServer::Accept() {
+  for (int i = 0; i < kAcceptBatch; ++i) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        DRA_WARNING("http endpoint: accept failed; pausing accepts", "err",
+                    ErrnoToStatus(errno, "accept"), "pauseMs", kAcceptPause.count());
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accepting_ = false;
+        accept_resume_ = Clock::now() + kAcceptPause;
+      }
+      return;  // EAGAIN: none left; others (ECONNABORTED...): the next wake-up retries
+    }
+    if (static_cast<int>(conns_.size()) >= options_.max_connections) {
+      metrics_.Rejected();
+      DRA_VLOG(2, "http endpoint: connection limit reached, closing a new connection", "max",
+               options_.max_connections);
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    Conn* raw = c.get();
+    conns_.emplace(fd, std::move(c));
+    metrics_.Opened();
+    SetDeadline(raw, Clock::now() + absl::ToChronoNanoseconds(options_.request_timeout));
   }
-  std::string line = request.substr(0, request.find("\r\n"));
-  auto sp1 = line.find(' ');
-  auto sp2 = line.find(' ', sp1 + 1);
-  if (sp1 == std::string::npos || sp2 == std::string::npos) return;
-  std::string method = line.substr(0, sp1);
-  std::string path = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  path = path.substr(0, path.find('?'));
+}
+
+void HttpServer::OnReadable(Conn* c) {
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::recv(c->fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {  // the client went away before its request was complete
+      Close(c);
+      return;
+    }
+    c->in.append(buf, n);
+    if (c->in.find("\r\n\r\n") != std::string::npos || c->in.size() >= kMaxRequestBytes) {
+      Answer(c);
+      return;
+    }
+  }
+}
+
+void HttpServer::Answer(Conn* c) {
   HttpResponse response;
-  auto it = handlers_.find(path);
-  if (it == handlers_.end()) {
-    response = {404, "text/plain; charset=utf-8", "404 page not found\n"};
-  } else if (method != "GET" && method != "HEAD") {
-    response = {405, "text/plain; charset=utf-8", "method not allowed\n"};
+  std::string method, path;
+  size_t header_end = c->in.find("\r\n\r\n");
+  std::string line = c->in.substr(0, c->in.find("\r\n"));
+  size_t sp1 = line.find(' ');
+  size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (header_end == std::string::npos) {
+    response = {431, "text/plain; charset=utf-8",
+                absl::StrCat("request header exceeds ", kMaxRequestBytes, " bytes\n")};
+  } else if (sp2 == std::string::npos) {
+    response = {400, "text/plain; charset=utf-8", "malformed request line\n"};
   } else {
-    response = it->second();
+    method = line.substr(0, sp1);
+    path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    path = path.substr(0, path.find('?'));
+    auto it = handlers_.find(path);
+    if (it == handlers_.end()) {
+      response = {404, "text/plain; charset=utf-8", "404 page not found\n"};
+    } else if (method != "GET" && method != "HEAD") {
+      response = {405, "text/plain; charset=utf-8", "method not allowed\n"};
+    } else {
+      response = it->second();
+    }
   }
-  std::string out =
+  c->in = std::string();  // frees the request
+  c->out =
       absl::StrCat("HTTP/1.1 ", response.code, " ", Reason(response.code),
                    "\r\nContent-Type: ", response.content_type,
                    "\r\nContent-Length: ", response.body.size(), "\r\nConnection: close\r\n\r\n");
-  if (method != "HEAD") out += response.body;
-  WriteAll(fd, out);
+  if (method != "HEAD") c->out += response.body;
   DRA_VLOG(6, "served http request", "method", method, "path", path, "code", response.code);
+  c->writing = true;
+  epoll_event ev{};
+  ev.events = EPOLLOUT;
+  ev.data.fd = c->fd;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  SetDeadline(c, Clock::now() + absl::ToChronoNanoseconds(options_.write_timeout));
+  OnWritable(c);
+}
+
+void HttpServer::OnWritable(Conn* c) {
+  while (c->written < c->out.size()) {
+    ssize_t n = ::send(c->fd, c->out.data() + c->written, c->out.size() - c->written, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) break;  // the client went away
+    c->written += n;
+  }
+  Close(c);
+}
+
+void HttpServer::SetDeadline(Conn* c, Clock::time_point deadline) {
+  deadlines_.erase({c->deadline, c->fd});
+  c->deadline = deadline;
+  deadlines_.insert({deadline, c->fd});
+}
+
+void HttpServer::Close(Conn* c) {
+  int fd = c->fd;
+  deadlines_.erase({c->deadline, fd});
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  metrics_.Closed();  // before the client can see the close
+  ::close(fd);
+  conns_.erase(fd);  // destroys c
 }
 
 }  // namespace dra::metrics
