@@ -119,7 +119,8 @@ const ErrorRow kErrorRows[] = {
     {"PercentageFloatSyntax", Mps(R"({"defaultActiveThreadPercentage":50.0})"),
      "sharing.mpsConfig.defaultActiveThreadPercentage: expected integer, got number"},
     {"PercentageOutOfRange", Mps(R"({"defaultActiveThreadPercentage":18446744073709551615})"),
-     "sharing.mpsConfig.defaultActiveThreadPercentage: integer out of range"},
+     "sharing.mpsConfig.defaultActiveThreadPercentage: integer out of range, 18446744073709551615 "
+     "does not fit a 64-bit signed integer"},
     {"PinnedLimitBoolean", Mps(R"({"defaultPinnedDeviceMemoryLimit":true})"),
      "sharing.mpsConfig.defaultPinnedDeviceMemoryLimit: expected quantity string (e.g. \"10Gi\"), "
      "got boolean"},

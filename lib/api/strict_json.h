@@ -5,7 +5,7 @@
 // case-sensitive, null is the same as absent). Every error is a permanent config error
 // (errors.h) whose message starts with the field path.
 //
-// Nothing here throws: only nlohmann's checked, non-throwing accessors are used.
+// Nothing here throws: values are read through lib/common/json_access.h.
 
 #include <cstdint>
 #include <initializer_list>
@@ -16,24 +16,22 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "lib/common/json_access.h"
 #include "lib/k8s/quantity.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::api::internal {
 
-// The JSON type as named in error messages: "object", "array", "string", "integer", "number"
-// (non-integer), "boolean" or "null".
-absl::string_view JsonTypeName(const nlohmann::json& j);
+// Type names and field paths are those of the common JSON layer (lib/common/json_access.h), so
+// that the webhook, the plugin and the API client word JSON errors alike.
+using json_access::EntryPath;
+using json_access::MemberPath;
+inline absl::string_view JsonTypeName(const nlohmann::json& j) { return json_access::TypeName(j); }
 
-// "<path>: expected <expected>, got <type of got>", permanent.
+// json_access::TypeError marked as a permanent config error:
+// "<path>: expected <expected>, got <type of got>".
 absl::Status TypeMismatch(absl::string_view path, absl::string_view expected,
                           const nlohmann::json& got);
-
-// Path of member `key` under `parent`: "a.b"; "b" at the root (empty parent). Keys that are not
-// plain identifiers are bracketed and escaped: a["x.y"], a["\n"].
-std::string MemberPath(absl::string_view parent, absl::string_view key);
-// Path of an entry of a JSON map: a["key"], always bracketed.
-std::string EntryPath(absl::string_view parent, absl::string_view key);
 
 // A JSON object whose members are checked against the fixed list of field names of one Go struct.
 // Holds a pointer to the JSON, which must outlive it. Not thread-safe (a local of a decoder).

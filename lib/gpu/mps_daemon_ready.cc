@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lib/common/backoff.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/gpu/mps_daemon.h"
@@ -20,29 +21,12 @@ using nlohmann::json;
 
 constexpr char kContainerName[] = "mps-control-daemon";
 
-const json& Field(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-// The array at `key`, or an empty one.
-const json& Array(const json& j, const char* key) {
-  static const json kEmpty = json::array();
-  const json& v = Field(j, key);
-  return v.is_array() ? v : kEmpty;
-}
-
-std::string Str(const json& j, const char* key) {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
-int64_t Int(const json& j, const char* key) {
-  const json& v = Field(j, key);
-  return v.is_number_integer() ? v.get<int64_t>() : 0;
-}
+// Diagnostics only: what the server sent is read leniently (lib/common/json_access.h), a field of
+// an unexpected type reads as absent and never stops the explanation.
+const json& Field(const json& j, const char* key) { return json_access::MemberOrNull(j, key); }
+const json& Array(const json& j, const char* key) { return json_access::ArrayOrEmpty(j, key); }
+std::string Str(const json& j, const char* key) { return json_access::StringOr(j, key); }
+int64_t Int(const json& j, const char* key) { return json_access::IntOr(j, key); }
 
 // "reason: message", "reason" or "message".
 std::string ReasonMessage(const json& j) {

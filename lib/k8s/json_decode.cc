@@ -9,85 +9,6 @@
 
 namespace dra::k8s {
 
-absl::string_view JsonTypeName(const nlohmann::json& j) {
-  switch (j.type()) {
-    case nlohmann::json::value_t::null:
-      return "null";
-    case nlohmann::json::value_t::object:
-      return "object";
-    case nlohmann::json::value_t::array:
-      return "array";
-    case nlohmann::json::value_t::string:
-      return "string";
-    case nlohmann::json::value_t::boolean:
-      return "bool";
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned:
-      return "int";
-    case nlohmann::json::value_t::number_float:
-      return "number";
-    default:
-      return "binary";
-  }
-}
-
-std::string FieldPath(absl::string_view parent, absl::string_view key) {
-  if (parent.empty()) return std::string(key);
-  return absl::StrCat(parent, ".", key);
-}
-
-std::string IndexPath(absl::string_view parent, size_t index) {
-  return absl::StrCat(parent, "[", index, "]");
-}
-
-std::string KeyPath(absl::string_view parent, absl::string_view key) {
-  return absl::StrFormat("%s[\"%s\"]", parent, key);
-}
-
-absl::Status TypeError(absl::string_view path, absl::string_view expected,
-                       const nlohmann::json& got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, ": expected ", expected, ", got ", JsonTypeName(got)));
-}
-
-absl::Status DecodeString(const nlohmann::json& j, const std::string& path, std::string* out) {
-  if (!j.is_string()) return TypeError(path, "string", j);
-  *out = j.get_ref<const std::string&>();
-  return absl::OkStatus();
-}
-
-absl::Status DecodeInt64(const nlohmann::json& j, const std::string& path, int64_t* out) {
-  if (j.is_number_unsigned()) {
-    uint64_t value = j.get<uint64_t>();
-    if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": ", value, " does not fit a 64-bit signed integer"));
-    }
-    *out = static_cast<int64_t>(value);
-    return absl::OkStatus();
-  }
-  if (!j.is_number_integer()) return TypeError(path, "int", j);
-  *out = j.get<int64_t>();
-  return absl::OkStatus();
-}
-
-absl::Status DecodeInt32(const nlohmann::json& j, const std::string& path, int32_t* out) {
-  int64_t value = 0;
-  RETURN_IF_ERROR(DecodeInt64(j, path, &value));
-  if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", value, " does not fit a 32-bit signed integer"));
-  }
-  *out = static_cast<int32_t>(value);
-  return absl::OkStatus();
-}
-
-absl::Status DecodeBool(const nlohmann::json& j, const std::string& path, bool* out) {
-  if (!j.is_boolean()) return TypeError(path, "bool", j);
-  *out = j.get<bool>();
-  return absl::OkStatus();
-}
-
 absl::Status DecodeQuantity(const nlohmann::json& j, const std::string& path, Quantity* out) {
   absl::StatusOr<Quantity> parsed;
   if (j.is_string()) {
@@ -95,7 +16,7 @@ absl::Status DecodeQuantity(const nlohmann::json& j, const std::string& path, Qu
   } else if (j.is_number()) {
     parsed = Quantity::Parse(j.dump());
   } else {
-    return TypeError(path, "quantity string", j);
+    return json_access::TypeError(path, "quantity string (e.g. \"10Gi\")", j);
   }
   if (!parsed.ok()) return Annotate(parsed.status(), path);
   *out = *parsed;
@@ -109,12 +30,7 @@ absl::Status DecodeRaw(const nlohmann::json& j, const std::string& path, nlohman
 
 absl::StatusOr<ObjectReader> ObjectReader::Create(const nlohmann::json& j, std::string path) {
   if (j.is_null()) return ObjectReader(nullptr, std::move(path));
-  if (!j.is_object()) {
-    if (path.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("expected object, got ", JsonTypeName(j)));
-    }
-    return TypeError(path, "object", j);
-  }
+  if (!j.is_object()) return json_access::TypeError(path, "object", j);
   return ObjectReader(&j, std::move(path));
 }
 

@@ -5,7 +5,8 @@
 // Decoding contract (objects come from the API server, which may be newer than we are):
 // - an absent or null field leaves the typed member at its default, as Go's encoding/json does;
 // - a known field with the wrong JSON type is an InvalidArgument error that names the field path,
-//   "spec.devices[3].attributes[\"index\"].int: expected int, got string";
+//   "spec.devices[3].attributes[\"index\"].int: expected integer, got string" (the paths and
+//   wording of lib/common/json_access.h);
 // - unknown fields are not errors. ObjectReader::UnknownFields() returns them, every struct keeps
 //   them in its `unknown_fields` member and its encoder writes them back first, so fields we do
 //   not model survive a decode -> modify -> encode -> PUT cycle.
@@ -30,33 +31,21 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "lib/common/json_access.h"
 #include "lib/common/status.h"
 #include "lib/k8s/quantity.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::k8s {
 
-// Name of a JSON value's type for error messages: "string", "int", "number" (non-integer),
-// "bool", "object", "array" or "null".
-absl::string_view JsonTypeName(const nlohmann::json& j);
+// The element decoders of the common JSON layer (lib/common/json_access.h), named here so that
+// codecs pass them to ObjectReader's templates unqualified. Their signature is the one every
+// element decoder has: absl::Status(const nlohmann::json&, const std::string& path, T* out).
+using json_access::DecodeBool;
+using json_access::DecodeInt32;
+using json_access::DecodeInt64;
+using json_access::DecodeString;
 
-// Field paths for error messages. FieldPath("spec", "driver") == "spec.driver",
-// FieldPath("", "spec") == "spec", IndexPath("spec.devices", 3) == "spec.devices[3]",
-// KeyPath("attributes", "index") == "attributes[\"index\"]".
-std::string FieldPath(absl::string_view parent, absl::string_view key);
-std::string IndexPath(absl::string_view parent, size_t index);
-std::string KeyPath(absl::string_view parent, absl::string_view key);
-
-// InvalidArgument "<path>: expected <expected>, got <type of got>".
-absl::Status TypeError(absl::string_view path, absl::string_view expected,
-                       const nlohmann::json& got);
-
-// Decoders of one non-null JSON value at `path`. They share the element-decoder signature used by
-// ObjectReader's templates: absl::Status(const nlohmann::json&, const std::string& path, T* out).
-absl::Status DecodeString(const nlohmann::json& j, const std::string& path, std::string* out);
-absl::Status DecodeInt64(const nlohmann::json& j, const std::string& path, int64_t* out);
-absl::Status DecodeInt32(const nlohmann::json& j, const std::string& path, int32_t* out);
-absl::Status DecodeBool(const nlohmann::json& j, const std::string& path, bool* out);
 // A Quantity is a JSON string ("80Gi"); a JSON number is accepted too, like Go's decoder does.
 absl::Status DecodeQuantity(const nlohmann::json& j, const std::string& path, Quantity* out);
 // Copies any JSON value (RawExtension, NodeSelector and other fields kept as raw JSON).
@@ -125,7 +114,7 @@ template <typename T, typename Fn>
 absl::Status ObjectReader::Field(absl::string_view key, T* out, Fn decode) {
   const nlohmann::json* value = Find(key);
   if (value == nullptr) return absl::OkStatus();
-  return decode(*value, FieldPath(path_, key), out);
+  return decode(*value, json_access::MemberPath(path_, key), out);
 }
 
 template <typename T, typename Fn>
@@ -133,7 +122,7 @@ absl::Status ObjectReader::Optional(absl::string_view key, std::optional<T>* out
   const nlohmann::json* value = Find(key);
   if (value == nullptr) return absl::OkStatus();
   T decoded{};
-  RETURN_IF_ERROR(decode(*value, FieldPath(path_, key), &decoded));
+  RETURN_IF_ERROR(decode(*value, json_access::MemberPath(path_, key), &decoded));
   *out = std::move(decoded);
   return absl::OkStatus();
 }
@@ -142,13 +131,13 @@ template <typename T, typename Fn>
 absl::Status ObjectReader::List(absl::string_view key, std::vector<T>* out, Fn decode) {
   const nlohmann::json* value = Find(key);
   if (value == nullptr) return absl::OkStatus();
-  std::string path = FieldPath(path_, key);
-  if (!value->is_array()) return TypeError(path, "array", *value);
+  std::string path = json_access::MemberPath(path_, key);
+  if (!value->is_array()) return json_access::TypeError(path, "array", *value);
   std::vector<T> decoded;
   decoded.reserve(value->size());
   for (size_t i = 0; i < value->size(); ++i) {
     T element{};
-    RETURN_IF_ERROR(decode((*value)[i], IndexPath(path, i), &element));
+    RETURN_IF_ERROR(decode((*value)[i], json_access::IndexPath(path, i), &element));
     decoded.push_back(std::move(element));
   }
   *out = std::move(decoded);
@@ -159,12 +148,12 @@ template <typename T, typename Fn>
 absl::Status ObjectReader::Map(absl::string_view key, std::map<std::string, T>* out, Fn decode) {
   const nlohmann::json* value = Find(key);
   if (value == nullptr) return absl::OkStatus();
-  std::string path = FieldPath(path_, key);
-  if (!value->is_object()) return TypeError(path, "object", *value);
+  std::string path = json_access::MemberPath(path_, key);
+  if (!value->is_object()) return json_access::TypeError(path, "object", *value);
   std::map<std::string, T> decoded;
   for (const auto& [k, v] : value->items()) {
     T element{};
-    RETURN_IF_ERROR(decode(v, KeyPath(path, k), &element));
+    RETURN_IF_ERROR(decode(v, json_access::EntryPath(path, k), &element));
     decoded.emplace(k, std::move(element));
   }
   *out = std::move(decoded);

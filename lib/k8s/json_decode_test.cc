@@ -16,23 +16,7 @@ namespace {
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
-TEST(JsonDecodeTest, NamesJsonTypes) {
-  EXPECT_EQ(JsonTypeName(json()), "null");
-  EXPECT_EQ(JsonTypeName(json::object()), "object");
-  EXPECT_EQ(JsonTypeName(json::array()), "array");
-  EXPECT_EQ(JsonTypeName(json("x")), "string");
-  EXPECT_EQ(JsonTypeName(json(true)), "bool");
-  EXPECT_EQ(JsonTypeName(json(-1)), "int");
-  EXPECT_EQ(JsonTypeName(json::parse("7")), "int");  // parsed as unsigned
-  EXPECT_EQ(JsonTypeName(json(1.5)), "number");
-}
-
-TEST(JsonDecodeTest, BuildsPaths) {
-  EXPECT_EQ(FieldPath("", "spec"), "spec");
-  EXPECT_EQ(FieldPath("spec", "driver"), "spec.driver");
-  EXPECT_EQ(IndexPath("spec.devices", 3), "spec.devices[3]");
-  EXPECT_EQ(KeyPath("attributes", "index"), "attributes[\"index\"]");
-}
+// Type names and paths are tested with the common layer (lib/common/json_access_test.cc).
 
 TEST(JsonDecodeTest, ReadsTypedMembers) {
   json j = json::parse(R"({
@@ -141,19 +125,21 @@ TEST(JsonDecodeTest, WrongTypesNameThePath) {
     const char* want;
   };
   const Case cases[] = {
-      {R"({"f": 1})", read_string, "spec.f: expected string, got int"},
-      {R"({"f": "1"})", read_int64, "spec.f: expected int, got string"},
-      {R"({"f": 1.5})", read_int64, "spec.f: expected int, got number"},
-      {R"({"f": "true"})", read_bool, "spec.f: expected bool, got string"},
+      {R"({"f": 1})", read_string, "spec.f: expected string, got integer"},
+      {R"({"f": "1"})", read_int64, "spec.f: expected integer, got string"},
+      {R"({"f": 1.5})", read_int64, "spec.f: expected integer, got number"},
+      {R"({"f": "true"})", read_bool, "spec.f: expected boolean, got string"},
       {R"({"f": {}})", read_list, "spec.f: expected array, got object"},
-      {R"({"f": ["a", 2]})", read_list, "spec.f[1]: expected string, got int"},
+      {R"({"f": ["a", 2]})", read_list, "spec.f[1]: expected string, got integer"},
       {R"({"f": []})", read_map, "spec.f: expected object, got array"},
-      {R"({"f": {"k": true}})", read_map, "spec.f[\"k\"]: expected string, got bool"},
+      {R"({"f": {"k": true}})", read_map, "spec.f[\"k\"]: expected string, got boolean"},
       {R"({"f": 18446744073709551615})", read_int64,
-       "spec.f: 18446744073709551615 does not fit a 64-bit signed integer"},
-      {R"({"f": 4294967296})", read_int32, "spec.f: 4294967296 does not fit a 32-bit"},
+       "spec.f: integer out of range, 18446744073709551615 does not fit a 64-bit signed integer"},
+      {R"({"f": 4294967296})", read_int32,
+       "spec.f: integer out of range, 4294967296 does not fit a 32-bit"},
       {R"({"f": "12 Gi"})", read_quantity, "spec.f: invalid quantity \"12 Gi\""},
-      {R"({"f": true})", read_quantity, "spec.f: expected quantity string, got bool"},
+      {R"({"f": true})", read_quantity,
+       "spec.f: expected quantity string (e.g. \"10Gi\"), got boolean"},
   };
   for (const Case& c : cases) {
     json j = json::parse(c.json_text);
@@ -194,7 +180,7 @@ TEST(JsonDecodeTest, ListAndMapOfStructsUseElementPaths) {
         if (!er.ok()) return er.status();
         return er->Int64("n", n);
       });
-  EXPECT_EQ(status.message(), "spec.items[1].n: expected int, got string");
+  EXPECT_EQ(status.message(), "spec.items[1].n: expected integer, got string");
 }
 
 TEST(JsonDecodeTest, PutWritersOmitEmptyAndEraseStaleValues) {

@@ -110,9 +110,7 @@ std::string ObjectLabel(const nlohmann::json& j, const ResourceInfo& info) {
 absl::Status DecodeTopLevelFields(const nlohmann::json& j, const ResourceInfo& info,
                                   ObjectMeta* meta,
                                   absl::FunctionRef<absl::Status(ObjectReader&)> decode_rest) {
-  if (!j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("expected object, got ", JsonTypeName(j)));
-  }
+  RETURN_IF_ERROR(json_access::ExpectObject(j, ""));
   ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Create(j, ""));
   std::string api_version;
   std::string kind;

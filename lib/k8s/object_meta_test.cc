@@ -101,13 +101,13 @@ TEST(ObjectMetaTest, NullTimestampFromClientSideObjectsIsAccepted) {
 TEST(ObjectMetaTest, WrongTypeNamesThePath) {
   absl::StatusOr<ObjectMeta> meta = ObjectMeta::FromJson(json::parse(R"({"labels": {"app": 1}})"));
   ASSERT_FALSE(meta.ok());
-  EXPECT_EQ(meta.status().message(), "metadata.labels[\"app\"]: expected string, got int");
+  EXPECT_EQ(meta.status().message(), "metadata.labels[\"app\"]: expected string, got integer");
 
   meta = ObjectMeta::FromJson(
       json::parse(R"({"ownerReferences": [{"kind": "Node", "controller": "yes"}]})"));
   ASSERT_FALSE(meta.ok());
   EXPECT_EQ(meta.status().message(),
-            "metadata.ownerReferences[0].controller: expected bool, got string");
+            "metadata.ownerReferences[0].controller: expected boolean, got string");
 }
 
 TEST(ListMetaTest, Decodes) {
@@ -125,7 +125,7 @@ TEST(ListMetaTest, Decodes) {
 
   meta = ListMeta::FromJson(json::parse(R"({"continue": 3})"));
   ASSERT_FALSE(meta.ok());
-  EXPECT_EQ(meta.status().message(), "metadata.continue: expected string, got int");
+  EXPECT_EQ(meta.status().message(), "metadata.continue: expected string, got integer");
 }
 
 TEST(TopLevelTest, ChecksKindAndApiVersionWhenPresent) {

@@ -82,7 +82,7 @@ TEST(DaemonSetTest, WrongTypeNamesPath) {
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().message(),
             "DaemonSet \"nvidia-dra-driver-gpu/compute-domain-daemon-4f2a\": "
-            "status.numberReady: expected int, got string");
+            "status.numberReady: expected integer, got string");
 }
 
 }  // namespace

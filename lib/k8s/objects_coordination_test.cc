@@ -69,7 +69,7 @@ TEST(LeaseTest, WrongTypeNamesPath) {
   ASSERT_FALSE(lease.ok());
   EXPECT_EQ(lease.status().message(),
             "Lease \"nvidia-dra-driver-gpu/compute-domain-controller\": "
-            "spec.leaseDurationSeconds: expected int, got string");
+            "spec.leaseDurationSeconds: expected integer, got string");
 }
 
 }  // namespace

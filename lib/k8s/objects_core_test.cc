@@ -94,7 +94,7 @@ TEST(NodeTest, WrongTypeNamesNodeAndPath) {
   absl::StatusOr<Node> node = Node::FromJson(in);
   ASSERT_FALSE(node.ok());
   EXPECT_EQ(node.status().message(),
-            "Node \"gpu-node-1\": status.conditions[1].status: expected string, got bool");
+            "Node \"gpu-node-1\": status.conditions[1].status: expected string, got boolean");
 }
 
 constexpr const char* kPod = R"json({
@@ -162,7 +162,7 @@ TEST(PodTest, WrongTypeInContainerClaims) {
   ASSERT_FALSE(pod.ok());
   EXPECT_EQ(pod.status().message(),
             "Pod \"team-a/trainer-0\": spec.containers[0].resources.claims[1].request: "
-            "expected string, got int");
+            "expected string, got integer");
 }
 
 TEST(PodTest, BuiltInCodeOmitsEmptyFields) {
@@ -254,8 +254,8 @@ TEST(EventTest, CountMustBeAnInt32) {
   absl::StatusOr<Event> event = Event::FromJson(in);
   ASSERT_FALSE(event.ok());
   EXPECT_THAT(std::string(event.status().message()),
-              HasSubstr("Event \"team-a/trainer-0.17f3a2b4c5d6e7f8\": count: 5000000000 does "
-                        "not fit a 32-bit signed integer"));
+              HasSubstr("Event \"team-a/trainer-0.17f3a2b4c5d6e7f8\": count: integer out of "
+                        "range, 5000000000 does not fit a 32-bit signed integer"));
 }
 
 }  // namespace

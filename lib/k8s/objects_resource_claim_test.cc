@@ -256,14 +256,16 @@ TEST(ResourceClaimTest, WrongTypesNameClaimAndPath) {
        "status.allocation.devices.results[1].consumedCapacity[\"memory\"]: invalid quantity "
        "\"ten\""},
       {"/status/allocation/devices/results/0/adminAccess", json("true"),
-       "status.allocation.devices.results[0].adminAccess: expected bool, got string"},
+       "status.allocation.devices.results[0].adminAccess: expected boolean, got string"},
       {"/spec/devices/requests/1/firstAvailable/0/count", json("1"),
-       "spec.devices.requests[1].firstAvailable[0].count: expected int, got string"},
+       "spec.devices.requests[1].firstAvailable[0].count: expected integer, got string"},
       {"/spec/devices/requests/0/exactly/selectors/0/cel/expression", json(5),
-       "spec.devices.requests[0].exactly.selectors[0].cel.expression: expected string, got int"},
+       "spec.devices.requests[0].exactly.selectors[0].cel.expression: expected string, got "
+       "integer"},
       {"/spec/devices/config/0/opaque", json::array(),
        "spec.devices.config[0].opaque: expected object, got array"},
-      {"/status/reservedFor/0/uid", json(1), "status.reservedFor[0].uid: expected string, got int"},
+      {"/status/reservedFor/0/uid", json(1),
+       "status.reservedFor[0].uid: expected string, got integer"},
       {"/status/devices", json::object(), "status.devices: expected array, got object"},
   };
   for (const Case& c : cases) {
@@ -317,7 +319,7 @@ TEST(ResourceClaimTemplateTest, WrongTypeInNestedMetadata) {
   ASSERT_FALSE(tmpl.ok());
   EXPECT_EQ(tmpl.status().message(),
             "ResourceClaimTemplate \"team-a/single-gpu\": spec.metadata.labels[\"app\"]: "
-            "expected string, got bool");
+            "expected string, got boolean");
 }
 
 }  // namespace

@@ -201,7 +201,7 @@ TEST(ResourceSliceTest, WrongAttributeTypeNamesSliceAndPath) {
   EXPECT_EQ(slice.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(slice.status().message(),
             "ResourceSlice \"node1-gpu.nvidia.com-8vnfk\": "
-            "spec.devices[1].attributes[\"index\"].int: expected int, got string");
+            "spec.devices[1].attributes[\"index\"].int: expected integer, got string");
 }
 
 TEST(ResourceSliceTest, AttributeNeedsExactlyOneValue) {
