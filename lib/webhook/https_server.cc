@@ -1,381 +1,240 @@
 #include "lib/webhook/https_server.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
-#include <cstring>
-#include <list>
+#include <set>
+#include <thread>
+#include <unordered_map>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/metrics/listen.h"
+#include "lib/webhook/https_connection.h"
 
 namespace dra::webhook {
 namespace {
 
-constexpr size_t kReadChunk = 16 << 10;
+using Clock = std::chrono::steady_clock;
 
-void SetTimeout(int fd, int option, absl::Duration d) {
-  timeval tv = absl::ToTimeval(d);
-  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
+// Accepts per wake-up, so that a burst of new connections does not starve the others.
+constexpr int kAcceptBatch = 64;
+// How long a loop stops accepting when the process is out of file descriptors (accept would
+// fail again at once, and the listener stays readable).
+constexpr std::chrono::milliseconds kAcceptPause(100);
+// At most one warning per loop this often about connections closed at the limit.
+constexpr std::chrono::seconds kRejectWarningInterval(60);
+
+int TimeoutMs(Clock::time_point now, Clock::time_point until) {
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, INT32_MAX));
 }
-
-// Parses the listen address into a bound socket address.
-absl::Status ParseAddress(const std::string& address, sockaddr_storage* out, socklen_t* len) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen address \"", address, "\": expected host:port or :port"));
-  }
-  std::string host = address.substr(0, colon);
-  int port = 0;
-  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen address \"", address, "\": port must be 0..65535"));
-  }
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  std::memset(out, 0, sizeof(*out));
-  auto* v4 = reinterpret_cast<sockaddr_in*>(out);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
-  if (host.empty()) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_addr = in6addr_any;
-    v6->sin6_port = htons(port);
-    *len = sizeof(*v6);
-    return absl::OkStatus();
-  }
-  if (host == "localhost") host = "127.0.0.1";
-  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(port);
-    *len = sizeof(*v4);
-    return absl::OkStatus();
-  }
-  if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(port);
-    *len = sizeof(*v6);
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("listen address \"", address, "\": host must be an IP address or localhost"));
-}
-
-absl::StatusOr<int> Listen(const std::string& address, int* port) {
-  sockaddr_storage addr;
-  socklen_t len = 0;
-  RETURN_IF_ERROR(ParseAddress(address, &addr, &len));
-  int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 && addr.ss_family == AF_INET6 && errno == EAFNOSUPPORT) {
-    // No IPv6 on this host: all IPv4 interfaces instead.
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
-    in_port_t p = v6->sin6_port;
-    std::memset(&addr, 0, sizeof(addr));
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
-    v4->sin_family = AF_INET;
-    v4->sin_port = p;
-    v4->sin_addr.s_addr = htonl(INADDR_ANY);
-    len = sizeof(*v4);
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  }
-  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("listen on ", address, ": socket"));
-  int one = 1, zero = 0;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (addr.ss_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd, 1024) != 0) {
-    absl::Status s = ErrnoToStatus(errno, absl::StrCat("listen on ", address));
-    ::close(fd);
-    return s;
-  }
-  sockaddr_storage bound;
-  socklen_t bound_len = sizeof(bound);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  *port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                                      : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return fd;
-}
-
-struct ConnThread {
-  std::thread thread;
-  std::atomic<bool> done{false};
-};
 
 }  // namespace
 
-absl::string_view HttpReasonPhrase(int code) {
-  switch (code) {
-    case 100:
-      return "Continue";
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 411:
-      return "Length Required";
-    case 413:
-      return "Content Too Large";
-    case 415:
-      return "Unsupported Media Type";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 501:
-      return "Not Implemented";
-    case 503:
-      return "Service Unavailable";
-    case 505:
-      return "HTTP Version Not Supported";
-    default:
-      return "Unknown";
-  }
-}
-
-// The connection threads, owned by the server. Declared in the header as a friend.
-struct ConnectionThreads {
-  absl::Mutex mu;
-  std::list<std::unique_ptr<ConnThread>> threads ABSL_GUARDED_BY(mu);
-
-  // Joins the threads that have finished.
-  void Reap() {
-    std::list<std::unique_ptr<ConnThread>> finished;
-    {
-      absl::MutexLock lock(&mu);
-      for (auto it = threads.begin(); it != threads.end();) {
-        if ((*it)->done.load()) {
-          finished.splice(finished.end(), threads, it++);
-        } else {
-          ++it;
-        }
-      }
-    }
-    for (auto& t : finished) t->thread.join();
-  }
-  void JoinAll() {
-    std::list<std::unique_ptr<ConnThread>> all;
-    {
-      absl::MutexLock lock(&mu);
-      all.swap(threads);
-    }
-    for (auto& t : all) t->thread.join();
-  }
-};
-
-// One TLS connection: handshake, then requests until the peer closes, an error, a timeout, a
-// non-keep-alive request, or Stop.
-class Connection {
+// One epoll loop thread. Every loop waits on the shared listener (EPOLLEXCLUSIVE: the kernel
+// wakes one idle loop per new connection) and serves the connections it accepted.
+//
+// Thread-safety: Run on its own thread; Wake and WaitExited from any thread.
+class EventLoop {
  public:
-  Connection(HttpsServer* server, int fd, SSL* ssl) : server_(server), fd_(fd), ssl_(ssl) {}
+  EventLoop(HttpsServer* server, int epoll_fd, int wake_fd)
+      : server_(server), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
+  ~EventLoop() {
+    ::close(epoll_fd_);
+    ::close(wake_fd_);
+  }
 
-  void Serve();
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  void Wake() {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
+  bool WaitExited(absl::Duration timeout) {
+    return !thread_.joinable() || exited_.WaitForNotificationWithTimeout(timeout);
+  }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
 
  private:
-  enum class ReadResult { kOk, kClosed, kTimeout, kStopped };
+  struct Entry {
+    std::unique_ptr<HttpsConnection> conn;
+    uint32_t events = 0;
+    Clock::time_point deadline;
+  };
 
-  // Appends what arrives (at least one byte) to buf_. `idle`: between requests, where Stop ends
-  // the wait.
-  ReadResult ReadMore(absl::Time deadline, bool idle);
-  bool Write(absl::string_view data);
-  // `head`: a HEAD request, answered without the body.
-  void Reply(int code, absl::string_view content_type, absl::string_view body, bool close,
-             bool head = false);
-  // Reads and answers one request; false when the connection is to be closed.
-  bool ServeOne();
+  void Run();
+  void BeginStop();
+  void Accept(Clock::time_point now);
+  // After a connection advanced: closes it when done, else updates its events and deadline.
+  void Update(int fd, Entry& e);
+  void Close(int fd);
 
   HttpsServer* const server_;
-  const int fd_;
-  SSL* const ssl_;
-  std::string buf_;
-  std::string out_;
+  const int epoll_fd_;
+  const int wake_fd_;  // eventfd
+  std::thread thread_;
+  absl::Notification exited_;
+
+  // Owned by the loop thread.
+  std::unordered_map<int, Entry> conns_;  // by socket
+  std::set<std::pair<Clock::time_point, int>> deadlines_;
+  bool stopping_ = false;
+  bool accepting_ = true;
+  Clock::time_point accept_resume_;
+  Clock::time_point next_reject_warning_;
+  std::string scratch_;  // read buffer shared by the loop's connections
 };
 
-Connection::ReadResult Connection::ReadMore(absl::Time deadline, bool idle) {
+void EventLoop::Run() {
+  epoll_event events[64];
   while (true) {
-    if (SSL_pending(ssl_) == 0) {
-      pollfd fds[2] = {{fd_, POLLIN, 0}, {server_->wake_fd_, POLLIN, 0}};
-      absl::Duration left = deadline - absl::Now();
-      if (left <= absl::ZeroDuration()) return ReadResult::kTimeout;
-      int ms = static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
-      int n = ::poll(fds, idle ? 2 : 1, ms);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return ReadResult::kClosed;
-      }
-      if (n == 0) return ReadResult::kTimeout;
-      if (idle && (fds[1].revents & POLLIN) && !(fds[0].revents & POLLIN)) {
-        return ReadResult::kStopped;
-      }
+    if (!stopping_ && server_->Stopping()) BeginStop();
+    if (stopping_ && (conns_.empty() || server_->force_close_.load())) break;
+    Clock::time_point now = Clock::now();
+    int timeout_ms = deadlines_.empty() ? -1 : TimeoutMs(now, deadlines_.begin()->first);
+    if (!accepting_ && !stopping_) {
+      int resume = TimeoutMs(now, accept_resume_);
+      timeout_ms = timeout_ms < 0 ? resume : std::min(timeout_ms, resume);
     }
-    size_t old = buf_.size();
-    buf_.resize(old + kReadChunk);
-    int n = SSL_read(ssl_, buf_.data() + old, static_cast<int>(kReadChunk));
-    buf_.resize(old + (n > 0 ? n : 0));
-    if (n > 0) return ReadResult::kOk;
-    int err = SSL_get_error(ssl_, n);
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) continue;
-    ERR_clear_error();
-    return ReadResult::kClosed;
+    int n = ::epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      DRA_ERROR("https server: epoll_wait failed", "err", ErrnoToStatus(errno, "epoll_wait"));
+      break;
+    }
+    now = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wake_fd_) {
+        uint64_t v;
+        (void)!::read(wake_fd_, &v, sizeof(v));
+        continue;  // the top of the loop looks at the server's state
+      }
+      if (fd == server_->listen_fd_) {
+        if (!stopping_ && !server_->Stopping()) Accept(now);
+        continue;
+      }
+      auto it = conns_.find(fd);
+      if (it == conns_.end()) continue;
+      it->second.conn->Advance(now, &scratch_);
+      Update(fd, it->second);
+    }
+    now = Clock::now();
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      int fd = deadlines_.begin()->second;
+      metrics::ConnectionPhase phase = conns_.at(fd).conn->Expire();
+      server_->metrics_.TimedOut(phase);
+      DRA_VLOG(4, "https server: closing a connection past its deadline", "phase",
+               static_cast<int>(phase));
+      Close(fd);
+    }
+    if (!accepting_ && !stopping_ && now >= accept_resume_) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+      ev.data.fd = server_->listen_fd_;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, server_->listen_fd_, &ev);
+      accepting_ = true;
+    }
+  }
+  std::vector<int> fds;
+  for (const auto& [fd, e] : conns_) fds.push_back(fd);
+  for (int fd : fds) Close(fd);
+  exited_.Notify();
+}
+
+void EventLoop::BeginStop() {
+  stopping_ = true;
+  if (accepting_) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, server_->listen_fd_, nullptr);
+  std::vector<int> fds;
+  for (const auto& [fd, e] : conns_) fds.push_back(fd);
+  for (int fd : fds) {
+    Entry& e = conns_.at(fd);
+    e.conn->OnStop();
+    Update(fd, e);
   }
 }
 
-bool Connection::Write(absl::string_view data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    int n = SSL_write(ssl_, data.data() + off, static_cast<int>(data.size() - off));
-    if (n <= 0) {
-      ERR_clear_error();
-      return false;
-    }
-    off += n;
-  }
-  return true;
-}
-
-void Connection::Reply(int code, absl::string_view content_type, absl::string_view body, bool close,
-                       bool head) {
-  out_.clear();
-  absl::StrAppend(&out_, "HTTP/1.1 ", code, " ", HttpReasonPhrase(code),
-                  "\r\nContent-Type: ", content_type, "\r\nContent-Length: ", body.size(),
-                  close ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n");
-  if (!head) out_.append(body.data(), body.size());
-  Write(out_);
-}
-
-bool Connection::ServeOne() {
+void EventLoop::Accept(Clock::time_point now) {
   const HttpsServerOptions& opt = server_->options_;
-  absl::Time deadline = absl::InfiniteFuture();
-  size_t header_end;
-  while ((header_end = buf_.find("\r\n\r\n")) == std::string::npos) {
-    if (buf_.size() > opt.max_header_bytes) {
-      Reply(431, "text/plain; charset=utf-8", "request header too large\n", true);
-      return false;
-    }
-    bool idle = buf_.empty();
-    if (!idle && deadline == absl::InfiniteFuture()) deadline = absl::Now() + opt.read_timeout;
-    ReadResult r = ReadMore(idle ? absl::Now() + opt.idle_timeout : deadline, idle);
-    if (r == ReadResult::kTimeout && !idle) {
-      Reply(408, "text/plain; charset=utf-8", "request not received in time\n", true);
-    }
-    if (r != ReadResult::kOk) return false;
-  }
-  if (deadline == absl::InfiniteFuture()) deadline = absl::Now() + opt.read_timeout;
-  absl::string_view head(buf_.data(), header_end);
-  size_t line_end = head.find("\r\n");
-  absl::string_view request_line = head.substr(0, line_end);
-  absl::string_view headers =
-      line_end == absl::string_view::npos ? absl::string_view() : head.substr(line_end + 2);
-
-  std::vector<absl::string_view> parts = absl::StrSplit(request_line, ' ');
-  if (parts.size() != 3 || parts[0].empty() || parts[1].empty()) {
-    Reply(400, "text/plain; charset=utf-8", "malformed request line\n", true);
-    return false;
-  }
-  absl::string_view method = parts[0], target = parts[1], version = parts[2];
-  if (!absl::StartsWith(version, "HTTP/1.")) {
-    Reply(505, "text/plain; charset=utf-8", "only HTTP/1.x is supported\n", true);
-    return false;
-  }
-  bool keep_alive = version != "HTTP/1.0";
-  bool has_length = false, expect_continue = false;
-  uint64_t length = 0;
-  absl::string_view content_type;
-  for (absl::string_view line : absl::StrSplit(headers, "\r\n")) {
-    size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) {
-      Reply(400, "text/plain; charset=utf-8", "malformed header line\n", true);
-      return false;
-    }
-    absl::string_view name = line.substr(0, colon);
-    absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
-    if (absl::EqualsIgnoreCase(name, "content-length")) {
-      uint64_t v = 0;
-      if (!absl::SimpleAtoi(value, &v) || (has_length && v != length)) {
-        Reply(400, "text/plain; charset=utf-8", "invalid Content-Length\n", true);
-        return false;
+  for (int i = 0; i < kAcceptBatch; ++i) {
+    int fd = ::accept4(server_->listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        DRA_WARNING("https server: accept failed; pausing accepts", "err",
+                    ErrnoToStatus(errno, "accept"), "pauseMs", kAcceptPause.count());
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, server_->listen_fd_, nullptr);
+        accepting_ = false;
+        accept_resume_ = now + kAcceptPause;
       }
-      has_length = true;
-      length = v;
-    } else if (absl::EqualsIgnoreCase(name, "content-type")) {
-      content_type = value;
-    } else if (absl::EqualsIgnoreCase(name, "connection")) {
-      std::string lower = absl::AsciiStrToLower(value);
-      if (absl::StrContains(lower, "close")) keep_alive = false;
-      if (absl::StrContains(lower, "keep-alive")) keep_alive = true;
-    } else if (absl::EqualsIgnoreCase(name, "transfer-encoding")) {
-      Reply(501, "text/plain; charset=utf-8",
-            "Transfer-Encoding is not supported; send Content-Length\n", true);
-      return false;
-    } else if (absl::EqualsIgnoreCase(name, "expect")) {
-      expect_continue = absl::EqualsIgnoreCase(value, "100-continue");
+      return;  // EAGAIN: none left (or another loop took it); others: retried at the next wake
     }
-  }
-  if (length > opt.max_body_bytes) {
-    Reply(413, "text/plain; charset=utf-8",
-          absl::StrCat("request body of ", length, " bytes exceeds the limit of ",
-                       opt.max_body_bytes, " bytes\n"),
-          true);
-    return false;
-  }
-  size_t body_start = header_end + 4;
-  size_t total = body_start + length;
-  if (expect_continue && buf_.size() < total) Write("HTTP/1.1 100 Continue\r\n\r\n");
-  while (buf_.size() < total) {
-    ReadResult r = ReadMore(deadline, false);
-    if (r == ReadResult::kTimeout) {
-      Reply(408, "text/plain; charset=utf-8", "request body not received in time\n", true);
+    if (server_->open_.fetch_add(1) >= opt.max_connections) {
+      server_->open_.fetch_sub(1);
+      server_->metrics_.Rejected();
+      if (now >= next_reject_warning_) {
+        DRA_WARNING("https server: connection limit reached; closing new connections", "max",
+                    opt.max_connections);
+        next_reject_warning_ = now + kRejectWarningInterval;
+      }
+      ::close(fd);
+      continue;
     }
-    if (r != ReadResult::kOk) return false;
+    server_->metrics_.Opened();
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    HttpsConnection::Env env{&server_->options_, &server_->handler_, &server_->stopping_flag_};
+    Entry& e = conns_[fd];
+    e.conn = std::make_unique<HttpsConnection>(fd, server_->certs_->Current(), env, now);
+    e.events = EPOLLIN;
+    e.deadline = e.conn->deadline();
+    deadlines_.insert({e.deadline, fd});
+    epoll_event ev{};
+    ev.events = e.events;
+    ev.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   }
-  // Views into buf_ stay valid until the erase below.
-  HttpRequest req;
-  req.method = method;
-  req.path = target.substr(0, target.find('?'));
-  req.content_type = content_type;
-  req.body = absl::string_view(buf_.data() + body_start, length);
-  if (!has_length && method == "POST") {
-    Reply(411, "text/plain; charset=utf-8", "Content-Length is required\n", true);
-    return false;
-  }
-  HttpResponse resp = server_->handler_(req);
-  bool close = !keep_alive || server_->Stopping();
-  Reply(resp.code, resp.content_type, resp.body, close, method == "HEAD");
-  buf_.erase(0, total);
-  return !close;
 }
 
-void Connection::Serve() {
-  SSL_set_fd(ssl_, fd_);
-  if (SSL_accept(ssl_) != 1) {
-    DRA_VLOG(4, "TLS handshake failed", "err", TakeOpenSslErrors("connection closed"));
+void EventLoop::Update(int fd, Entry& e) {
+  if (e.conn->done()) {
+    Close(fd);
     return;
   }
-  buf_.reserve(2 * kReadChunk);
-  while (ServeOne()) {
+  if (e.conn->wanted_events() != e.events) {
+    e.events = e.conn->wanted_events();
+    epoll_event ev{};
+    ev.events = e.events;
+    ev.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
   }
-  SSL_shutdown(ssl_);
-  ERR_clear_error();
+  if (e.conn->deadline() != e.deadline) {
+    deadlines_.erase({e.deadline, fd});
+    e.deadline = e.conn->deadline();
+    deadlines_.insert({e.deadline, fd});
+  }
+}
+
+void EventLoop::Close(int fd) {
+  auto it = conns_.find(fd);
+  deadlines_.erase({it->second.deadline, fd});
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  server_->metrics_.Closed();  // before the client can see the close
+  server_->open_.fetch_sub(1);
+  conns_.erase(it);  // closes the socket
 }
 
 absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(HttpsServerOptions options,
@@ -384,96 +243,43 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(HttpsServerOptio
   // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that closed first would kill the
   // process with SIGPIPE (e.g. our close_notify after the client's). EPIPE is handled instead.
   std::signal(SIGPIPE, SIG_IGN);
-  int port = 0;
-  ASSIGN_OR_RETURN(int listen_fd, Listen(options.address, &port));
-  int wake_fd = ::eventfd(0, EFD_CLOEXEC);
-  if (wake_fd < 0) {
-    ::close(listen_fd);
-    return ErrnoToStatus(errno, "eventfd");
-  }
+  ASSIGN_OR_RETURN(metrics::Listener listener, metrics::Listen(options.address));
+  int loops = options.loop_threads;
+  if (loops <= 0) loops = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4);
   std::unique_ptr<HttpsServer> server(
-      new HttpsServer(std::move(options), certs, std::move(handler), listen_fd, wake_fd, port));
-  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+      new HttpsServer(std::move(options), certs, std::move(handler), listener.fd, listener.port));
+  for (int i = 0; i < loops; ++i) {
+    int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+    int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (epoll_fd < 0 || wake_fd < 0) {
+      absl::Status s = ErrnoToStatus(errno, "https server: epoll/eventfd");
+      if (epoll_fd >= 0) ::close(epoll_fd);
+      if (wake_fd >= 0) ::close(wake_fd);
+      return s;  // the server's destructor stops the loops started so far
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd;
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+    ev.data.fd = listener.fd;
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listener.fd, &ev);
+    server->loops_.push_back(std::make_unique<EventLoop>(server.get(), epoll_fd, wake_fd));
+    server->loops_.back()->Start();
+  }
   return server;
 }
 
 HttpsServer::HttpsServer(HttpsServerOptions options, ServingCertificate* certs,
-                         HttpsHandler handler, int listen_fd, int wake_fd, int port)
+                         HttpsHandler handler, int listen_fd, int port)
     : options_(std::move(options)),
       certs_(certs),
       handler_(std::move(handler)),
       listen_fd_(listen_fd),
-      wake_fd_(wake_fd),
       port_(port),
-      threads_(std::make_unique<ConnectionThreads>()) {}
+      metrics_(options_.registry, options_.metrics_prefix) {}
 
-HttpsServer::~HttpsServer() {
-  Stop();
-  ::close(wake_fd_);
-}
-
-void HttpsServer::AcceptLoop() {
-  while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      DRA_ERROR("https server: poll failed", "err", ErrnoToStatus(errno, "poll"));
-      return;
-    }
-    if (fds[1].revents & POLLIN) return;
-    if (!(fds[0].revents & POLLIN)) continue;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        DRA_WARNING("https server: accept failed", "err", ErrnoToStatus(errno, "accept"));
-        ::usleep(10000);
-      }
-      continue;
-    }
-    threads_->Reap();
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    SetTimeout(fd, SO_RCVTIMEO, options_.read_timeout);
-    SetTimeout(fd, SO_SNDTIMEO, options_.write_timeout);
-    {
-      absl::MutexLock lock(&mu_);
-      if (static_cast<int>(connections_.size()) >= options_.max_connections) {
-        DRA_WARNING("https server: too many connections, closing a new one", "max",
-                    options_.max_connections);
-        ::close(fd);
-        continue;
-      }
-      connections_.insert(fd);
-    }
-    std::shared_ptr<SSL_CTX> ctx = certs_->Current();
-    auto entry = std::make_unique<ConnThread>();
-    ConnThread* raw = entry.get();
-    {
-      absl::MutexLock lock(&threads_->mu);
-      threads_->threads.push_back(std::move(entry));
-    }
-    raw->thread = std::thread([this, fd, ctx = std::move(ctx), raw]() mutable {
-      ServeConnection(fd, std::move(ctx));
-      raw->done.store(true);
-    });
-  }
-}
-
-void HttpsServer::ServeConnection(int fd, std::shared_ptr<SSL_CTX> ctx) {
-  SSL* ssl = SSL_new(ctx.get());  // holds its own reference to the context
-  ctx.reset();
-  if (ssl == nullptr) {
-    DRA_WARNING("https server: SSL_new failed", "err", TakeOpenSslErrors());
-  } else {
-    Connection(this, fd, ssl).Serve();
-    SSL_free(ssl);
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    connections_.erase(fd);
-  }
-  ::close(fd);
-}
+HttpsServer::~HttpsServer() { Stop(); }
 
 void HttpsServer::Stop() {
   {
@@ -486,20 +292,20 @@ void HttpsServer::Stop() {
     stopping_ = true;
     stopping_flag_.store(true);
   }
-  uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof(one));  // stays readable: wakes everyone
-  if (accept_thread_.joinable()) accept_thread_.join();
-  ::close(listen_fd_);
-  {
-    absl::MutexLock lock(&mu_);
-    if (!mu_.AwaitWithTimeout(absl::Condition(this, &HttpsServer::Drained),
-                              options_.shutdown_grace)) {
-      DRA_WARNING("https server: requests still running after the grace period; closing them",
-                  "connections", connections_.size());
-      for (int fd : connections_) ::shutdown(fd, SHUT_RDWR);
-    }
+  // New connections are refused from now on, even while a loop is busy in a handler.
+  ::shutdown(listen_fd_, SHUT_RDWR);
+  for (auto& loop : loops_) loop->Wake();
+  absl::Time grace_end = absl::Now() + options_.shutdown_grace;
+  bool drained = true;
+  for (auto& loop : loops_) drained = loop->WaitExited(grace_end - absl::Now()) && drained;
+  if (!drained) {
+    DRA_WARNING("https server: requests still running after the grace period; closing them",
+                "grace", absl::FormatDuration(options_.shutdown_grace));
+    force_close_.store(true);
+    for (auto& loop : loops_) loop->Wake();
   }
-  threads_->JoinAll();
+  for (auto& loop : loops_) loop->Join();
+  ::close(listen_fd_);
   absl::MutexLock lock(&mu_);
   stopped_ = true;
 }

@@ -1,40 +1,68 @@
 #pragma once
 
-// A small HTTPS/1.1 server for the admission webhook: OpenSSL over blocking sockets, one thread
-// per connection, keep-alive (the API server reuses its connections), Content-Length bodies up
-// to a bound (413 beyond), an idle timeout between requests and a read timeout within one.
-// "Expect: 100-continue" is answered; chunked bodies are refused (501): the API server sends
-// Content-Length.
+// A small HTTPS/1.1 server for the admission webhook: OpenSSL over non-blocking sockets driven
+// by a few epoll loops, keep-alive (the API server reuses its connections), Content-Length bodies
+// up to a bound (413 beyond). "Expect: 100-continue" is answered; chunked bodies are refused
+// (501): the API server sends Content-Length.
+//
+// Slow clients cannot stall it. Any pod can reach the webhook, and under `failurePolicy: Fail`
+// a stalled webhook blocks claim creation cluster-wide, so:
+//   - no socket operation blocks: a connection that sends slowly or not at all only holds its
+//     own small state, and the loop serves the others meanwhile;
+//   - every connection has overall deadlines, not per-read timeouts that each byte renews: the
+//     TLS handshake must end within `handshake_timeout` of accept, the first request must be
+//     fully read within `request_timeout` of the handshake's end, a later one within
+//     `request_timeout` of its first byte; between requests a connection may idle for
+//     `idle_timeout`; a response must be taken within `write_timeout`. When a deadline passes the
+//     connection is closed (a partly received request gets a 408 first) and counted in
+//     <prefix>_connections_timed_out_total{phase};
+//   - at most `max_connections` are open; more are accepted and closed at once
+//     (<prefix>_connections_rejected_total).
+// A connection costs about 200 bytes until its first byte arrives, then its OpenSSL state (a few
+// KiB, plus about 34 KiB of record buffers while a handshake, read or write is under way; they
+// are released between requests) and its request while it is being read.
 //
 // The certificate comes from a ServingCertificate at each accepted connection, so a rotated
 // certificate is used by the next connection.
 //
-// Stop() is graceful: the listener closes, idle connections close at once, requests in flight
-// finish (up to `shutdown_grace`; then their sockets are shut down).
+// Stop() is graceful: the listener closes at once, connections in the handshake or between
+// requests close at once, requests in flight finish (up to `shutdown_grace`; then they are
+// closed).
 //
 // Start() sets SIGPIPE to be ignored process-wide: OpenSSL writes to sockets with write(2).
 //
-// Thread-safety: the handler runs concurrently on connection threads and must be thread-safe.
-// Start/Stop/port from any thread.
+// Thread-safety: the handler runs on the loop threads, concurrently, and must be thread-safe; it
+// should return quickly (the review handler takes tens of microseconds): while it runs, the other
+// connections of its loop wait. Start/Stop/port from any thread.
 
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "lib/metrics/connection_metrics.h"
+#include "lib/metrics/metrics.h"
 #include "lib/webhook/tls_certs.h"
 
 namespace dra::webhook {
 
-class Connection;
-struct ConnectionThreads;
+// The kube-apiserver gives up on a webhook call after the webhook's timeoutSeconds (default 10 s,
+// which the chart keeps; at most 30 s) for connect, handshake, request and response together, so
+// a legitimate caller never needs longer than these; a client that does is holding a slot.
+inline constexpr absl::Duration kHandshakeTimeout = absl::Seconds(5);
+inline constexpr absl::Duration kRequestTimeout = absl::Seconds(8);
+inline constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
+// Between requests on a kept-alive connection. Longer than the API server's 90 s idle connection
+// timeout, so that it closes first: it does not retry a POST on a connection we closed under it.
+inline constexpr absl::Duration kIdleTimeout = absl::Seconds(120);
+// Open connections at most. The API servers use a handful; the rest is room for slow clients.
+inline constexpr int kMaxConnections = 2048;
 
 struct HttpRequest {
   absl::string_view method;
@@ -56,18 +84,24 @@ struct HttpsServerOptions {
   std::string address = ":443";
   size_t max_body_bytes = 3 << 20;
   size_t max_header_bytes = 64 << 10;
-  // Waiting for the next request on a kept-alive connection (also for the first one).
-  absl::Duration idle_timeout = absl::Seconds(120);
-  // Handshake, and from the first byte of a request to its last.
-  absl::Duration read_timeout = absl::Seconds(10);
-  absl::Duration write_timeout = absl::Seconds(10);
-  int max_connections = 1024;
+  absl::Duration handshake_timeout = kHandshakeTimeout;
+  absl::Duration request_timeout = kRequestTimeout;
+  absl::Duration idle_timeout = kIdleTimeout;
+  absl::Duration write_timeout = kWriteTimeout;
+  int max_connections = kMaxConnections;
+  // Event loop threads; 0: the number of CPUs, at least 2 and at most 4 (each costs a thread).
+  int loop_threads = 0;
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Connection metrics (lib/metrics/connection_metrics.h) are registered here when set.
+  metrics::Registry* registry = nullptr;
+  std::string metrics_prefix = "nvidia_dra_webhook";
 };
+
+class EventLoop;
 
 class HttpsServer {
  public:
-  // Binds, listens and starts accepting. `certs` must outlive the server.
+  // Binds, listens and starts serving. `certs` must outlive the server.
   static absl::StatusOr<std::unique_ptr<HttpsServer>> Start(HttpsServerOptions options,
                                                             ServingCertificate* certs,
                                                             HttpsHandler handler);
@@ -77,31 +111,29 @@ class HttpsServer {
 
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   int port() const { return port_; }
+  const metrics::ConnectionMetrics& connection_metrics() const { return metrics_; }
 
  private:
   HttpsServer(HttpsServerOptions options, ServingCertificate* certs, HttpsHandler handler,
-              int listen_fd, int wake_fd, int port);
-  void AcceptLoop();
-  void ServeConnection(int fd, std::shared_ptr<SSL_CTX> ctx);
+              int listen_fd, int port);
   bool Stopping() const { return stopping_flag_.load(std::memory_order_relaxed); }
-  bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return connections_.empty(); }
 
   const HttpsServerOptions options_;
   ServingCertificate* const certs_;
   const HttpsHandler handler_;
   const int listen_fd_;
-  const int wake_fd_;  // eventfd, readable once Stop begins
   const int port_;
-  std::thread accept_thread_;
-  std::unique_ptr<ConnectionThreads> threads_;
+  metrics::ConnectionMetrics metrics_;
+  std::atomic<int> open_{0};  // connections accepted and not closed, all loops together
   std::atomic<bool> stopping_flag_{false};
+  std::atomic<bool> force_close_{false};  // the grace period is over
+  std::vector<std::unique_ptr<EventLoop>> loops_;
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  std::set<int> connections_ ABSL_GUARDED_BY(mu_);  // sockets of live connection threads
 
-  friend class Connection;
+  friend class EventLoop;
 };
 
 // "OK", "Not Found", ... for the status codes this server writes.

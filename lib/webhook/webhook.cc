@@ -113,8 +113,11 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
                                      .body = registry.Render()};
       };
     }
+    metrics::HttpServerOptions http_options;
+    http_options.address = config.http_endpoint;
+    http_options.registry = &registry;  // nvidia_dra_http_endpoint_connections_*
     absl::StatusOr<std::unique_ptr<metrics::HttpServer>> ms =
-        metrics::HttpServer::Start(config.http_endpoint, std::move(handlers));
+        metrics::HttpServer::Start(std::move(http_options), std::move(handlers));
     if (!ms.ok()) return Annotate(ms.status(), "--http-endpoint");
     metrics_server = *std::move(ms);
     DRA_INFO("serving metrics", "endpoint", config.http_endpoint, "port", metrics_server->port(),
@@ -126,6 +129,7 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
                                      ? absl::StrCat("[", config.bind_address, "]")
                                      : config.bind_address,
                                  ":", config.port);
+  options.registry = &registry;  // nvidia_dra_webhook_connections_*
   absl::StatusOr<std::unique_ptr<HttpsServer>> server =
       HttpsServer::Start(options, certs->get(), MakeWebhookHandler(config.gates, &metrics));
   if (!server.ok()) return Annotate(server.status(), "--port");

@@ -156,17 +156,27 @@ absl::StatusOr<std::string> CommonNameOf(absl::string_view cert_pem) {
 absl::StatusOr<std::unique_ptr<TlsClient>> TlsClient::Connect(int port, absl::string_view ca_pem,
                                                               absl::string_view host) {
   std::string host_str(host);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (inet_pton(AF_INET, host_str == "localhost" ? "127.0.0.1" : host_str.c_str(),
-                &addr.sin_addr) != 1) {
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // An IPv6 literal ("::1") connects over IPv6; anything else that is not an IPv4 literal
+  // ("localhost", DNS names) connects to 127.0.0.1.
+  sockaddr_storage addr{};
+  socklen_t addr_len = sizeof(sockaddr_in);
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET6, host_str.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    addr_len = sizeof(sockaddr_in6);
+  } else {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    if (inet_pton(AF_INET, host_str.c_str(), &v4->sin_addr) != 1) {
+      v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
   }
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoToStatus(errno, "socket");
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    absl::Status s = ErrnoToStatus(errno, absl::StrCat("connect to port ", port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), addr_len) != 0) {
+    absl::Status s = ErrnoToStatus(errno, absl::StrCat("connect to ", host_str, " port ", port));
     ::close(fd);
     return s;
   }
@@ -188,7 +198,8 @@ absl::StatusOr<std::unique_ptr<TlsClient>> TlsClient::Connect(int port, absl::st
   SSL* ssl = SSL_new(ctx);
   std::unique_ptr<TlsClient> client(new TlsClient(fd, ctx, ssl));
   unsigned char ipbuf[16];
-  if (inet_pton(AF_INET, host_str.c_str(), ipbuf) == 1) {
+  if (inet_pton(AF_INET, host_str.c_str(), ipbuf) == 1 ||
+      inet_pton(AF_INET6, host_str.c_str(), ipbuf) == 1) {
     X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host_str.c_str());
   } else {
     SSL_set1_host(ssl, host_str.c_str());

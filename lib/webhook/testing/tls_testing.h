@@ -42,8 +42,8 @@ struct ClientResponse {
 
 class TlsClient {
  public:
-  // Connects to 127.0.0.1:`port` (or `host`), verifying the server certificate against
-  // `ca_pem` and `host` (an IP or DNS name).
+  // Connects to 127.0.0.1:`port` (or to `host` when it is an IPv4 or IPv6 literal), verifying the
+  // server certificate against `ca_pem` and `host` (an IP or DNS name).
   static absl::StatusOr<std::unique_ptr<TlsClient>> Connect(int port, absl::string_view ca_pem,
                                                             absl::string_view host = "127.0.0.1");
   ~TlsClient();
@@ -62,6 +62,8 @@ class TlsClient {
 
   // The common name of the certificate the server presented.
   std::string PeerCommonName() const;
+  // The socket, e.g. to poll(2) it.
+  int fd() const { return fd_; }
 
  private:
   TlsClient(int fd, SSL_CTX* ctx, SSL* ssl) : fd_(fd), ctx_(ctx), ssl_(ssl) {}

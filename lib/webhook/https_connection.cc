@@ -1,0 +1,242 @@
+#include "lib/webhook/https_connection.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "lib/common/log.h"
+#include "lib/webhook/https_request.h"
+
+namespace dra::webhook {
+namespace {
+
+constexpr size_t kReadChunk = 16 << 10;
+// Buffers larger than this are freed between requests instead of kept for the next one.
+constexpr size_t kKeptBufferBytes = 16 << 10;
+
+HttpsConnection::Clock::duration ToChrono(absl::Duration d) {
+  return std::chrono::duration_cast<HttpsConnection::Clock::duration>(absl::ToChronoNanoseconds(d));
+}
+
+}  // namespace
+
+HttpsConnection::HttpsConnection(int fd, std::shared_ptr<SSL_CTX> ctx, Env env,
+                                 Clock::time_point now)
+    : fd_(fd),
+      ctx_(std::move(ctx)),
+      env_(env),
+      deadline_(now + ToChrono(env.options->handshake_timeout)) {}
+
+HttpsConnection::~HttpsConnection() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
+  ::close(fd_);
+  ERR_clear_error();
+}
+
+void HttpsConnection::Advance(Clock::time_point now, std::string* scratch) {
+  while (true) {
+    bool progressed = false;
+    switch (state_) {
+      case State::kHandshake:
+        progressed = Handshake(now);
+        break;
+      case State::kIdle:
+      case State::kRequest:
+        progressed = ReadRequest(now, scratch);
+        break;
+      case State::kWriting:
+        progressed = Write(now);
+        break;
+      case State::kDone:
+        return;
+    }
+    if (!progressed) return;
+  }
+}
+
+bool HttpsConnection::WaitOrFail(int ret, const char* what) {
+  int err = SSL_get_error(ssl_, ret);
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+    want_write_ = err == SSL_ERROR_WANT_WRITE;
+    return true;
+  }
+  // The peer closed or reset the connection, or spoke something other than TLS.
+  DRA_VLOG(4, "https connection closed", "during", what, "err",
+           TakeOpenSslErrors("connection closed"));
+  state_ = State::kDone;
+  return false;
+}
+
+bool HttpsConnection::Handshake(Clock::time_point now) {
+  if (ssl_ == nullptr) {
+    ssl_ = SSL_new(ctx_.get());  // holds its own reference to the context
+    ctx_.reset();
+    if (ssl_ == nullptr) {
+      DRA_WARNING("https server: SSL_new failed", "err", TakeOpenSslErrors());
+      state_ = State::kDone;
+      return false;
+    }
+    // Partial writes and a moving buffer: out_ is resent from where the last write stopped.
+    // Released buffers: an idle connection does not keep 34 KiB of record buffers.
+    SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                           SSL_MODE_RELEASE_BUFFERS);
+    SSL_set_fd(ssl_, fd_);
+    SSL_set_accept_state(ssl_);
+  }
+  int r = SSL_do_handshake(ssl_);
+  if (r == 1) {
+    want_write_ = false;
+    state_ = State::kRequest;  // a new connection exists to send a request: no idle wait
+    deadline_ = now + ToChrono(env_.options->request_timeout);
+    return true;
+  }
+  WaitOrFail(r, "handshake");
+  return false;
+}
+
+bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
+  const HttpsServerOptions& opt = *env_.options;
+  ParsedRequest p = ParseHttpRequest(buf_, opt.max_header_bytes, opt.max_body_bytes);
+  switch (p.state) {
+    case ParsedRequest::State::kError:
+      Respond(p.error_code, "text/plain; charset=utf-8", p.error_body, /*close=*/true,
+              /*head=*/false, now);
+      return true;
+    case ParsedRequest::State::kComplete: {
+      HttpResponse resp = (*env_.handler)(p.request);
+      request_size_ = p.size;
+      bool close = !p.keep_alive || env_.stopping->load(std::memory_order_relaxed);
+      Respond(resp.code, resp.content_type, resp.body, close, p.request.method == "HEAD", now);
+      return true;
+    }
+    case ParsedRequest::State::kNeedBody:
+      if (p.expect_continue && !continue_sent_) {
+        continue_sent_ = true;
+        out_ = "HTTP/1.1 100 Continue\r\n\r\n";
+        written_ = 0;
+        after_write_ = AfterWrite::kReadBody;
+        state_ = State::kWriting;  // the request's deadline still runs
+        return true;
+      }
+      break;
+    case ParsedRequest::State::kIncomplete:
+      break;
+  }
+  if (buf_.empty() && env_.stopping->load(std::memory_order_relaxed)) {
+    OnStop();
+    return false;
+  }
+  scratch->resize(kReadChunk);
+  int n = SSL_read(ssl_, scratch->data(), static_cast<int>(scratch->size()));
+  if (n > 0) {
+    want_write_ = false;
+    if (state_ == State::kIdle) {
+      state_ = State::kRequest;
+      deadline_ = now + ToChrono(opt.request_timeout);
+    }
+    buf_.append(scratch->data(), n);
+    return true;
+  }
+  WaitOrFail(n, "read");
+  return false;
+}
+
+void HttpsConnection::Respond(int code, absl::string_view content_type, absl::string_view body,
+                              bool close, bool head, Clock::time_point now) {
+  out_.clear();
+  absl::StrAppend(&out_, "HTTP/1.1 ", code, " ", HttpReasonPhrase(code),
+                  "\r\nContent-Type: ", content_type, "\r\nContent-Length: ", body.size(),
+                  close ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n");
+  if (!head) out_.append(body.data(), body.size());
+  written_ = 0;
+  after_write_ = close ? AfterWrite::kClose : AfterWrite::kNextRequest;
+  state_ = State::kWriting;
+  deadline_ = now + ToChrono(env_.options->write_timeout);
+}
+
+bool HttpsConnection::Write(Clock::time_point now) {
+  while (written_ < out_.size()) {
+    int len = static_cast<int>(std::min<size_t>(out_.size() - written_, INT_MAX));
+    int n = SSL_write(ssl_, out_.data() + written_, len);
+    if (n <= 0) {
+      WaitOrFail(n, "write");
+      return false;
+    }
+    written_ += n;
+  }
+  want_write_ = false;
+  written_ = 0;
+  out_.clear();
+  if (out_.capacity() > kKeptBufferBytes) out_ = std::string();
+  switch (after_write_) {
+    case AfterWrite::kReadBody:
+      state_ = State::kRequest;
+      return true;
+    case AfterWrite::kClose:
+      SSL_shutdown(ssl_);  // close_notify, best effort: the socket closes next
+      ERR_clear_error();
+      state_ = State::kDone;
+      return false;
+    case AfterWrite::kNextRequest:
+      break;
+  }
+  buf_.erase(0, request_size_);
+  request_size_ = 0;
+  continue_sent_ = false;
+  if (buf_.empty()) {
+    if (buf_.capacity() > kKeptBufferBytes) buf_ = std::string();
+    state_ = State::kIdle;
+    deadline_ = now + ToChrono(env_.options->idle_timeout);
+  } else {
+    state_ = State::kRequest;  // pipelined: the next request has begun
+    deadline_ = now + ToChrono(env_.options->request_timeout);
+  }
+  return true;
+}
+
+metrics::ConnectionPhase HttpsConnection::Expire() {
+  metrics::ConnectionPhase phase = metrics::ConnectionPhase::kRequest;
+  switch (state_) {
+    case State::kHandshake:
+      phase = metrics::ConnectionPhase::kHandshake;
+      break;
+    case State::kIdle:
+      phase = metrics::ConnectionPhase::kIdle;
+      break;
+    case State::kWriting:
+      phase = metrics::ConnectionPhase::kWrite;
+      break;
+    case State::kRequest:
+    case State::kDone:
+      break;
+  }
+  if (state_ == State::kRequest && !buf_.empty()) {
+    // One non-blocking attempt: the client is slow, and is not waited for.
+    constexpr absl::string_view kBody = "request not received in time\n";
+    std::string reply = absl::StrCat("HTTP/1.1 408 ", HttpReasonPhrase(408),
+                                     "\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                                     "Content-Length: ",
+                                     kBody.size(), "\r\nConnection: close\r\n\r\n", kBody);
+    SSL_write(ssl_, reply.data(), static_cast<int>(reply.size()));
+    ERR_clear_error();
+  }
+  state_ = State::kDone;
+  return phase;
+}
+
+void HttpsConnection::OnStop() {
+  bool idle = state_ == State::kHandshake || state_ == State::kIdle ||
+              (state_ == State::kRequest && buf_.empty());
+  if (!idle) return;  // a request in flight finishes; its response says Connection: close
+  if (state_ != State::kHandshake) {
+    SSL_shutdown(ssl_);
+    ERR_clear_error();
+  }
+  state_ = State::kDone;
+}
+
+}  // namespace dra::webhook

@@ -1,0 +1,87 @@
+#pragma once
+
+// One TLS connection of the webhook's server, driven by an event loop over a non-blocking
+// socket: handshake, then requests until the peer closes, an error, a deadline, a request
+// without keep-alive, or Stop. Never blocks: each step that needs the socket says which
+// readiness it waits for (wanted_events) and until when (deadline).
+//
+// The SSL object is made when the first byte arrives, so a connection that never sends one
+// costs no OpenSSL memory.
+//
+// Thread-safety: owned and used by one loop thread.
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "lib/metrics/connection_metrics.h"
+#include "lib/webhook/https_server.h"
+
+typedef struct ssl_st SSL;
+
+namespace dra::webhook {
+
+class HttpsConnection {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // What the connection needs from its server; all outlive it.
+  struct Env {
+    const HttpsServerOptions* options;
+    const HttpsHandler* handler;
+    const std::atomic<bool>* stopping;
+  };
+
+  // Takes `fd` (non-blocking). The handshake deadline starts at `now`.
+  HttpsConnection(int fd, std::shared_ptr<SSL_CTX> ctx, Env env, Clock::time_point now);
+  ~HttpsConnection();  // frees the SSL object, closes the socket
+  HttpsConnection(const HttpsConnection&) = delete;
+  HttpsConnection& operator=(const HttpsConnection&) = delete;
+
+  // Makes all the progress the socket allows. `scratch`: the loop's read buffer.
+  void Advance(Clock::time_point now, std::string* scratch);
+  // The deadline passed: answers 408 to a partly received request (best effort, one write
+  // attempt) and is done. Returns the phase that ran out of time.
+  metrics::ConnectionPhase Expire();
+  // Stop began: done at once in the handshake or between requests.
+  void OnStop();
+
+  bool done() const { return state_ == State::kDone; }
+  uint32_t wanted_events() const { return want_write_ ? EPOLLOUT : EPOLLIN; }
+  Clock::time_point deadline() const { return deadline_; }
+  int fd() const { return fd_; }
+
+ private:
+  enum class State { kHandshake, kIdle, kRequest, kWriting, kDone };
+  // What follows a flushed write.
+  enum class AfterWrite { kReadBody, kNextRequest, kClose };
+
+  // Each returns false when the connection must wait for the socket (or is done).
+  bool Handshake(Clock::time_point now);
+  bool ReadRequest(Clock::time_point now, std::string* scratch);
+  bool Write(Clock::time_point now);
+  // Queues a response and switches to writing.
+  void Respond(int code, absl::string_view content_type, absl::string_view body, bool close,
+               bool head, Clock::time_point now);
+  // Handles an SSL_* result <= 0: sets want_write_ and returns true to wait, or is done.
+  bool WaitOrFail(int ret, const char* what);
+
+  const int fd_;
+  std::shared_ptr<SSL_CTX> ctx_;  // until the SSL object exists
+  const Env env_;
+  SSL* ssl_ = nullptr;
+  State state_ = State::kHandshake;
+  AfterWrite after_write_ = AfterWrite::kNextRequest;
+  bool want_write_ = false;
+  bool continue_sent_ = false;  // "100 Continue" for the request being read
+  size_t request_size_ = 0;     // bytes of buf_ the answered request used
+  Clock::time_point deadline_;
+  std::string buf_;  // received, not yet answered
+  std::string out_;  // response being written
+  size_t written_ = 0;
+};
+
+}  // namespace dra::webhook
