@@ -23,6 +23,16 @@ if (($# == 0)); then
   for f in "$ROOT"/test/e2e/*.bats; do [[ $f == */helm_install.bats ]] || set -- "$@" "$f"; done
   set -- "$@" "$ROOT/test/e2e/helm_install.bats"
 fi
+# The demo's workloads (hack/demo.sh) hold GPUs the scenarios count on, and helm_install.bats ends
+# with `helm uninstall`, which would leave them without their driver: they go first.
+demo_ns=$("$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" get namespaces -o name 2>/dev/null |
+  grep -oE 'gpu-test[0-9]+$' | xargs) || true
+if [[ -n $demo_ns ]]; then
+  echo "[e2e] deleting the demo's namespaces first (hack/demo.sh runs them again): $demo_ns"
+  # shellcheck disable=SC2086 # one name per word
+  "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" delete namespace $demo_ns --wait=true --timeout=90s >/dev/null ||
+    die "e2e: the demo's namespaces ($demo_ns) did not go; run hack/demo.sh --down first"
+fi
 "$ROOT/hack/cluster/helm-driver.sh" prepare-nodes --profile h100-8x \
   --profile "${NODE_PREFIX:-dra-node}-2=a100-mig-4x" ||
   die "e2e: preparing the nodes for the driver failed (hack/cluster/helm-driver.sh prepare-nodes)"
