@@ -23,8 +23,15 @@ if (($# == 0)); then
   for f in "$ROOT"/test/e2e/*.bats; do [[ $f == */helm_install.bats ]] || set -- "$@" "$f"; done
   set -- "$@" "$ROOT/test/e2e/helm_install.bats"
 fi
+"$ROOT/hack/cluster/helm-driver.sh" prepare-nodes --profile h100-8x \
+  --profile "${NODE_PREFIX:-dra-node}-2=a100-mig-4x" ||
+  die "e2e: preparing the nodes for the driver failed (hack/cluster/helm-driver.sh prepare-nodes)"
+"$ROOT/hack/cluster/helm-driver.sh" install ||
+  die "e2e: the driver did not install (hack/cluster/helm-driver.sh install)"
+
 # The demo's workloads (hack/demo.sh) hold GPUs the scenarios count on, and helm_install.bats ends
-# with `helm uninstall`, which would leave them without their driver: they go first.
+# with `helm uninstall`, which would leave them without their driver: they go first, once the
+# driver runs (it unprepares their claims).
 demo_ns=$("$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" get namespaces -o name 2>/dev/null |
   grep -oE 'gpu-test[0-9]+$' | xargs) || true
 if [[ -n $demo_ns ]]; then
@@ -33,11 +40,6 @@ if [[ -n $demo_ns ]]; then
   "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" delete namespace $demo_ns --wait=true --timeout=90s >/dev/null ||
     die "e2e: the demo's namespaces ($demo_ns) did not go; run hack/demo.sh --down first"
 fi
-"$ROOT/hack/cluster/helm-driver.sh" prepare-nodes --profile h100-8x \
-  --profile "${NODE_PREFIX:-dra-node}-2=a100-mig-4x" ||
-  die "e2e: preparing the nodes for the driver failed (hack/cluster/helm-driver.sh prepare-nodes)"
-"$ROOT/hack/cluster/helm-driver.sh" install ||
-  die "e2e: the driver did not install (hack/cluster/helm-driver.sh install)"
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
