@@ -2,9 +2,11 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,10 @@ namespace {
 constexpr size_t kReadChunk = 16 << 10;
 // Buffers larger than this are freed between requests instead of kept for the next one.
 constexpr size_t kKeptBufferBytes = 16 << 10;
+// The first TLS record: content type handshake, and at most 2^14 bytes plus the expansion TLS
+// allows (RFC 8446 5.2: a ClientHello is plaintext, so 2^14 suffices; 2048 more is lenient).
+constexpr unsigned char kTlsHandshakeRecord = 0x16;
+constexpr size_t kMaxTlsRecordBytes = (16 << 10) + 2048;
 
 HttpsConnection::Clock::duration ToChrono(absl::Duration d) {
   return std::chrono::duration_cast<HttpsConnection::Clock::duration>(absl::ToChronoNanoseconds(d));
@@ -42,7 +48,7 @@ void HttpsConnection::Advance(Clock::time_point now, std::string* scratch) {
     bool progressed = false;
     switch (state_) {
       case State::kHandshake:
-        progressed = Handshake(now);
+        progressed = Handshake(now, scratch);
         break;
       case State::kIdle:
       case State::kRequest:
@@ -71,8 +77,30 @@ bool HttpsConnection::WaitOrFail(int ret, const char* what) {
   return false;
 }
 
-bool HttpsConnection::Handshake(Clock::time_point now) {
+bool HttpsConnection::ClientHelloArrived(std::string* scratch) {
+  unsigned char header[5];
+  ssize_t n = ::recv(fd_, header, sizeof(header), MSG_PEEK);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+  if (n <= 0) {  // closed or reset before a ClientHello
+    state_ = State::kDone;
+    return false;
+  }
+  if (n < static_cast<ssize_t>(sizeof(header))) return false;
+  size_t length = (size_t{header[3]} << 8) | header[4];
+  if (header[0] != kTlsHandshakeRecord || length > kMaxTlsRecordBytes) {
+    DRA_VLOG(4, "https connection closed: not a TLS handshake", "firstByte", int{header[0]},
+             "recordLength", length);
+    state_ = State::kDone;
+    return false;
+  }
+  scratch->resize(sizeof(header) + length);
+  n = ::recv(fd_, scratch->data(), scratch->size(), MSG_PEEK);
+  return n == static_cast<ssize_t>(scratch->size());
+}
+
+bool HttpsConnection::Handshake(Clock::time_point now, std::string* scratch) {
   if (ssl_ == nullptr) {
+    if (!ClientHelloArrived(scratch)) return false;
     ssl_ = SSL_new(ctx_.get());  // holds its own reference to the context
     ctx_.reset();
     if (ssl_ == nullptr) {

@@ -5,8 +5,10 @@
 // without keep-alive, or Stop. Never blocks: each step that needs the socket says which
 // readiness it waits for (wanted_events) and until when (deadline).
 //
-// The SSL object is made when the first byte arrives, so a connection that never sends one
-// costs no OpenSSL memory.
+// The SSL object is made once the client's first TLS record (its ClientHello) has fully arrived:
+// until then the bytes stay in the socket (peeked, not read) and the connection waits
+// edge-triggered for more, so a client that sends nothing or drips its ClientHello costs no
+// OpenSSL memory (about 45 KiB per connection in the handshake otherwise).
 //
 // Thread-safety: owned and used by one loop thread.
 
@@ -50,7 +52,10 @@ class HttpsConnection {
   void OnStop();
 
   bool done() const { return state_ == State::kDone; }
-  uint32_t wanted_events() const { return want_write_ ? EPOLLOUT : EPOLLIN; }
+  uint32_t wanted_events() const {
+    if (ssl_ == nullptr) return EPOLLIN | EPOLLET;  // peeking: wake up for new bytes only
+    return want_write_ ? EPOLLOUT : EPOLLIN;
+  }
   Clock::time_point deadline() const { return deadline_; }
   int fd() const { return fd_; }
 
@@ -60,7 +65,9 @@ class HttpsConnection {
   enum class AfterWrite { kReadBody, kNextRequest, kClose };
 
   // Each returns false when the connection must wait for the socket (or is done).
-  bool Handshake(Clock::time_point now);
+  // True once the first TLS record is in the socket; done when it cannot be a ClientHello.
+  bool ClientHelloArrived(std::string* scratch);
+  bool Handshake(Clock::time_point now, std::string* scratch);
   bool ReadRequest(Clock::time_point now, std::string* scratch);
   bool Write(Clock::time_point now);
   // Queues a response and switches to writing.

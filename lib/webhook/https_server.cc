@@ -199,7 +199,7 @@ void EventLoop::Accept(Clock::time_point now) {
     HttpsConnection::Env env{&server_->options_, &server_->handler_, &server_->stopping_flag_};
     Entry& e = conns_[fd];
     e.conn = std::make_unique<HttpsConnection>(fd, server_->certs_->Current(), env, now);
-    e.events = EPOLLIN;
+    e.events = e.conn->wanted_events();
     e.deadline = e.conn->deadline();
     deadlines_.insert({e.deadline, fd});
     epoll_event ev{};

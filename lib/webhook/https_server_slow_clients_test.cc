@@ -3,6 +3,8 @@
 // AdmissionReviews are answered over fresh TLS connections, and the server closes each slow one
 // when its handshake deadline passes.
 
+#include <fcntl.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -229,6 +231,60 @@ TEST_F(HttpsServerSlowClientsTest, RequestDeadlineIsOverallNotPerRead) {
   std::string rendered = registry_.Render();
   EXPECT_THAT(rendered,
               HasSubstr("nvidia_dra_webhook_connections_timed_out_total{phase=\"request\"} 2\n"));
+}
+
+// A client's first flight: one ClientHello, made once by an OpenSSL client that never reads.
+std::string ClientHello() {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL* ssl = SSL_new(ctx);
+  BIO* in = BIO_new(BIO_s_mem());
+  BIO* out = BIO_new(BIO_s_mem());
+  BIO_set_mem_eof_return(in, -1);  // empty: "try again", not end of file
+  SSL_set_bio(ssl, in, out);
+  SSL_connect(ssl);  // writes the ClientHello, then wants to read
+  char* data = nullptr;
+  long len = BIO_get_mem_data(out, &data);
+  std::string hello(data, len);
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  return hello;
+}
+
+// Clients that send a whole ClientHello and then stall: the server holds OpenSSL state for each
+// until the handshake deadline.
+TEST_F(HttpsServerSlowClientsTest, StalledHandshakesAreClosedAtTheirDeadline) {
+  constexpr int kStalled = 200;
+  HttpsServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.handshake_timeout = absl::Seconds(2);
+  StartServer(options);
+  TimedReview();
+  const std::string hello = ClientHello();
+  ASSERT_GT(hello.size(), 5u);
+  long rss_before = RssKib();
+  std::vector<int> fds;
+  for (int i = 0; i < kStalled; ++i) {
+    absl::StatusOr<int> fd =
+        metrics::testing::ConnectWithTimeout("127.0.0.1", server_->port(), milliseconds(5000));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    fds.push_back(*fd);
+    ASSERT_EQ(::send(*fd, hello.data(), hello.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(hello.size()));
+  }
+  std::this_thread::sleep_for(milliseconds(500));  // the server has answered every ClientHello
+  EXPECT_EQ(server_->connection_metrics().open(), kStalled);
+  long rss_with = RssKib();
+  std::fprintf(stderr,
+               "test process RSS: %ld KiB before, %ld KiB with %d stalled handshakes (%ld KiB "
+               "each)\n",
+               rss_before, rss_with, kStalled, (rss_with - rss_before) / kStalled);
+  for (int fd : fds) {
+    milliseconds eof = metrics::testing::WaitForEof(fd, milliseconds(10000));
+    EXPECT_GE(eof.count(), 0) << "a stalled handshake was not closed";
+    ::close(fd);
+  }
+  EXPECT_EQ(server_->connection_metrics().timed_out(metrics::ConnectionPhase::kHandshake),
+            kStalled);
 }
 
 TEST_F(HttpsServerSlowClientsTest, ConnectionsOverTheLimitAreClosedAtOnce) {
