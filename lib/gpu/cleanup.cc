@@ -1,10 +1,20 @@
 #include "lib/gpu/cleanup.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 
 namespace dra::gpu {
+namespace {
+
+// metadata.uid of an object the API server sent, checked.
+absl::StatusOr<std::string> UidOf(const nlohmann::json& object) {
+  ASSIGN_OR_RETURN(const nlohmann::json* meta, json_access::GetObject(object, "", "metadata"));
+  return json_access::GetString(*meta, "metadata", "uid");
+}
+
+}  // namespace
 
 absl::Status Cleanup::RunOnce() {
   ASSIGN_OR_RETURN(checkpoint::ClaimMap claims, checkpoint_->List());
@@ -24,7 +34,18 @@ absl::Status Cleanup::RunOnce() {
         note(current.status());
         continue;
       } else {
-        stale = (*current)["metadata"].value("uid", "") != uid;
+        absl::StatusOr<std::string> current_uid = UidOf(*current);
+        if (!current_uid.ok()) {
+          // A malformed answer says nothing about the claim: keep it for the next pass.
+          absl::Status s = Annotate(current_uid.status(),
+                                    absl::StrCat("cleanup: ResourceClaim ", claim.namespace_name,
+                                                 "/", claim.name, " from the API server"));
+          DRA_WARNING("skipping a claim whose ResourceClaim does not decode", "claim", uid, "err",
+                      s);
+          note(std::move(s));
+          continue;
+        }
+        stale = *current_uid != uid;
       }
     }
     if (!stale) continue;

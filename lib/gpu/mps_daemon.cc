@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/common/atomic_file.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/gpu/mps_daemon_template.h"
@@ -274,9 +275,11 @@ absl::Status DeleteDeploymentAndWait(const MpsDaemonEnv& env, const MpsDaemonRec
       return Annotate(d.status(), absl::StrCat("get ", what));
     }
     ASSIGN_OR_RETURN(nlohmann::json pods, env.client->List(k8s::Pod::kResource, record.ns, list));
-    for (const nlohmann::json& pod : pods.value("items", nlohmann::json::array())) {
-      absl::StrAppend(&remaining, remaining.empty() ? "" : ", ", "pod ",
-                      pod["metadata"].value("name", "?"));
+    // Only names for the message: read leniently (lib/common/json_access.h).
+    for (const nlohmann::json& pod : json_access::ArrayOrEmpty(pods, "items")) {
+      absl::StrAppend(
+          &remaining, remaining.empty() ? "" : ", ", "pod ",
+          json_access::StringOr(json_access::MemberOrNull(pod, "metadata"), "name", "?"));
     }
     if (remaining.empty()) return absl::OkStatus();
     if (env.clock->Now() >= deadline) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 
@@ -24,10 +25,15 @@ class ClientClaimApi final : public ClaimApi {
     absl::StatusOr<nlohmann::json> list = client_->ListAll(k8s::ResourceClaim::kResource, "");
     if (!list.ok()) return Annotate(list.status(), "list ResourceClaims");
     std::vector<k8s::ResourceClaim> out;
-    for (const nlohmann::json& item : list->value("items", nlohmann::json::array())) {
+    // ListAll returns a checked list (wire_decode.h): items is an array of objects.
+    for (const nlohmann::json& item : json_access::ArrayOrEmpty(*list, "items")) {
       absl::StatusOr<k8s::ResourceClaim> claim = k8s::ResourceClaim::FromJson(item);
       if (!claim.ok()) {
-        DRA_WARNING("skipping a ResourceClaim that does not decode", "err", claim.status());
+        DRA_WARNING("skipping a ResourceClaim that does not decode", "namespace",
+                    json_access::StringOr(json_access::MemberOrNull(item, "metadata"), "namespace"),
+                    "name",
+                    json_access::StringOr(json_access::MemberOrNull(item, "metadata"), "name"),
+                    "err", claim.status());
         continue;
       }
       if (!claim->status.allocation || claim->status.reserved_for.empty()) continue;

@@ -21,6 +21,7 @@ using ::testing::IsEmpty;
 class FakeClaimApi final : public ClaimApi {
  public:
   absl::StatusOr<nlohmann::json> Get(const std::string& ns, const std::string& name) override {
+    if (raw_get.has_value()) return *raw_get;
     for (const k8s::ResourceClaim& c : in_use) {
       if (c.metadata.namespace_name == ns && c.metadata.name == name) return c.ToJson();
     }
@@ -32,6 +33,7 @@ class FakeClaimApi final : public ClaimApi {
     return in_use;
   }
   std::vector<k8s::ResourceClaim> in_use;
+  std::optional<nlohmann::json> raw_get;  // set: what every Get answers, as the server sent it
   absl::Status list_status;
   int lists = 0;
 };
@@ -160,6 +162,33 @@ TEST_F(RebuildTest, CleanupKeepsTheGoDriverSpecsOfAdoptedClaims) {
   EXPECT_TRUE(std::filesystem::exists(go_spec));
   EXPECT_FALSE(std::filesystem::exists(orphan_spec));  // no record, no claim in use
   EXPECT_EQ(StateOf("uid-go"), checkpoint::ClaimState::kPrepareCompleted);
+}
+
+// A ResourceClaim the API server sends malformed says nothing about the claim: the cleanup keeps
+// it, says why, and goes on. Crashed before (an uncaught nlohmann::json::type_error from
+// (*current)["metadata"].value("uid", "") on the cleanup thread).
+TEST_F(RebuildTest, CleanupKeepsAClaimWhoseResourceClaimIsMalformed) {
+  Start("h100-8x");
+  const k8s::ResourceClaim claim = Claim("uid-1", {"gpu-2"});
+  ASSERT_TRUE(state_->Prepare(claim).ok());
+  api_.in_use = {claim};
+  const std::string where = absl::StrCat("cleanup: ResourceClaim ", claim.metadata.namespace_name,
+                                         "/", claim.metadata.name, " from the API server: ");
+  for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"metadata":5})", "metadata: expected object, got integer"},
+           {R"({"metadata":{"uid":7}})", "metadata.uid: expected string, got integer"},
+           {R"({"metadata":{}})", "metadata.uid: required field is missing"},
+           {R"([])", "expected object, got array"}}) {
+    api_.raw_get = nlohmann::json::parse(body);
+    absl::Status s = cleanup_->RunOnce();
+    EXPECT_EQ(s.message(), where + want) << body;
+    EXPECT_TRUE(HasSpec("uid-1")) << body;
+    auto record = checkpoint_->Get("uid-1");
+    ASSERT_TRUE(record.ok() && record->has_value()) << body;
+  }
+  api_.raw_get.reset();
+  EXPECT_TRUE(cleanup_->RunOnce().ok());
+  EXPECT_TRUE(HasSpec("uid-1"));
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
 #include "lib/k8s/url.h"
+#include "lib/k8s/wire_decode.h"
 
 namespace dra::k8s {
 namespace {
@@ -22,10 +24,9 @@ std::string Describe(absl::string_view verb, const ResourceInfo& r, absl::string
   return what;
 }
 
+// Objects here are the caller's, not the server's; still read without a throwing accessor.
 std::string NameOf(const nlohmann::json& object) {
-  auto m = object.find("metadata");
-  if (m == object.end() || !m->is_object()) return "";
-  return m->value("name", "");
+  return json_access::StringOr(json_access::MemberOrNull(object, "metadata"), "name");
 }
 
 }  // namespace
@@ -70,15 +71,16 @@ void Client::WaitForToken() {
 
 absl::StatusOr<nlohmann::json> Client::Call(HttpRequest request, absl::string_view what) {
   request.timeout = options_.request_timeout;
+  request.max_body_bytes = options_.max_body_bytes;
   for (int attempt = 0;; ++attempt) {
     WaitForToken();
     auto response = transport_->Do(request);
     if (!response.ok()) return Annotate(response.status(), what);
     if (response->code >= 200 && response->code < 300) {
       if (response->body.empty()) return nlohmann::json::object();
-      nlohmann::json j = nlohmann::json::parse(response->body, nullptr, false);
-      if (j.is_discarded()) {
-        return absl::InternalError(absl::StrCat(what, ": response is not valid JSON"));
+      absl::StatusOr<nlohmann::json> j = json_access::Parse(response->body);
+      if (!j.ok()) {
+        return absl::InternalError(absl::StrCat(what, ": response: ", j.status().message()));
       }
       return j;
     }
@@ -125,13 +127,15 @@ absl::StatusOr<nlohmann::json> Client::ListAll(const ResourceInfo& r, absl::stri
   nlohmann::json items = nlohmann::json::array();
   std::string rv;
   do {
-    ASSIGN_OR_RETURN(nlohmann::json page, List(r, ns, options));
-    if (page.contains("items") && page["items"].is_array()) {
-      for (auto& item : page["items"]) items.push_back(std::move(item));
+    ASSIGN_OR_RETURN(nlohmann::json json, List(r, ns, options));
+    absl::StatusOr<ListPage> page = DecodeListPage(std::move(json));
+    if (!page.ok()) {
+      // A malformed page fails this list (the caller retries or reports it), never the process.
+      return Annotate(page.status(), absl::StrCat(Describe("list", r, ns, ""), ": response"));
     }
-    const nlohmann::json& meta = page.value("metadata", nlohmann::json::object());
-    rv = meta.value("resourceVersion", "");
-    options.continue_token = meta.value("continue", "");
+    for (nlohmann::json& item : page->items) items.push_back(std::move(item));
+    rv = std::move(page->resource_version);
+    options.continue_token = std::move(page->continue_token);
     // Later pages are served from the snapshot the continue token names.
     options.resource_version.clear();
   } while (!options.continue_token.empty());
@@ -205,9 +209,11 @@ absl::StatusOr<nlohmann::json> Client::Apply(const ResourceInfo& r, absl::string
 
 absl::StatusOr<std::string> Client::GetRaw(absl::string_view path) {
   WaitForToken();
-  ASSIGN_OR_RETURN(HttpResponse response, transport_->Do({.method = "GET",
-                                                          .path_and_query = std::string(path),
-                                                          .timeout = options_.request_timeout}));
+  ASSIGN_OR_RETURN(HttpResponse response,
+                   transport_->Do({.method = "GET",
+                                   .path_and_query = std::string(path),
+                                   .timeout = options_.request_timeout,
+                                   .max_body_bytes = options_.max_body_bytes}));
   if (response.code < 200 || response.code >= 300) {
     return StatusFromHttp(response.code, response.body, response.retry_after,
                           absl::StrCat("get ", path));

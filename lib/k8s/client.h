@@ -8,6 +8,7 @@
 //
 // Thread-safety: all methods may be called concurrently from any thread.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,12 +28,24 @@
 
 namespace dra::k8s {
 
+// Caps on what the API server may send, so that a broken or hostile server costs an error, not the
+// process's memory. The driver lists in pages of 500; its objects (ResourceSlices of up to 128
+// devices, ResourceClaims, Pods) are a few KiB to about 100 KiB, and etcd refuses objects over
+// 1.5 MiB by default, so a page stays far below 64 MiB. A watch line carries one object, hence
+// the smaller cap, still ten times etcd's default object limit.
+inline constexpr size_t kMaxResponseBodyBytes = size_t{64} << 20;
+inline constexpr size_t kMaxWatchLineBytes = size_t{16} << 20;
+
 struct ClientOptions {
   double qps = 50;  // sustained requests per second; <= 0 disables the limiter
   int burst = 100;
   int max_retries = 3;  // for 429 and 5xx with Retry-After
   absl::Duration request_timeout = absl::Seconds(30);
   std::string field_manager = "dra-driver-nvidia-gpu";
+  // A larger response body fails the request (ResourceExhausted, naming the limit and the URL).
+  size_t max_body_bytes = kMaxResponseBodyBytes;
+  // A longer watch event line ends the watch (ResourceExhausted, naming the limit and the URL).
+  size_t max_watch_line_bytes = kMaxWatchLineBytes;
 };
 
 struct ListOptions {

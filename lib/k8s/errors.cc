@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "lib/common/json_access.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::k8s {
@@ -80,18 +81,14 @@ absl::Status StatusFromHttp(long code, absl::string_view body, absl::string_view
   std::string reason(DefaultReason(code));
   std::string message;
   int64_t retry_seconds = 0;
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.value("kind", "") == "Status") {
-    if (j.contains("reason") && j["reason"].is_string() &&
-        !j["reason"].get<std::string>().empty()) {
-      reason = j["reason"].get<std::string>();
-    }
-    if (j.contains("message") && j["message"].is_string()) message = j["message"];
-    if (j.contains("details") && j["details"].is_object() &&
-        j["details"].contains("retryAfterSeconds") &&
-        j["details"]["retryAfterSeconds"].is_number_integer()) {
-      retry_seconds = j["details"]["retryAfterSeconds"].get<int64_t>();
-    }
+  // The body is whatever the server (or a proxy in front of it) sent: read leniently, never
+  // throwing; a field of another type reads as absent.
+  const nlohmann::json j = json_access::Parse(body).value_or(nlohmann::json());
+  if (j.is_object() && json_access::StringOr(j, "kind") == "Status") {
+    if (std::string r = json_access::StringOr(j, "reason"); !r.empty()) reason = std::move(r);
+    message = json_access::StringOr(j, "message");
+    retry_seconds =
+        json_access::IntOr(json_access::MemberOrNull(j, "details"), "retryAfterSeconds", 0);
   } else {
     message = std::string(body.substr(0, 200));
     while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) {

@@ -195,9 +195,16 @@ absl::StatusOr<HttpResponse> HttpTransport::Exchange(
     HttpResponse response;
     ResponseParser parser(request.method == "HEAD");
     bool stop = false;
+    absl::Status body_error;
     auto sink = [&](absl::string_view chunk) -> bool {
       int code = parser.head().code;
       if (!streaming || code < 200 || code >= 300) {
+        if (request.max_body_bytes > 0 &&
+            response.body.size() + chunk.size() > request.max_body_bytes) {
+          body_error = absl::ResourceExhaustedError(absl::StrCat(
+              "response body larger than the ", ByteLimitText(request.max_body_bytes), " limit"));
+          return false;
+        }
         response.body.append(chunk.data(), chunk.size());
         return true;
       }
@@ -230,6 +237,7 @@ absl::StatusOr<HttpResponse> HttpTransport::Exchange(
       } else {
         result = parser.Feed(absl::string_view(buf, n), sink);
       }
+      if (!body_error.ok()) result = body_error;  // the connection is dropped, not pooled
     }
     if (!result.ok()) {
       if (!parser.started() && may_retry && result.code() != absl::StatusCode::kDeadlineExceeded) {
@@ -244,6 +252,12 @@ absl::StatusOr<HttpResponse> HttpTransport::Exchange(
     if (!stop && !eof && parser.reusable()) Return(std::move(conn));
     return response;
   }
+}
+
+std::string ByteLimitText(size_t bytes) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  if (bytes >= kMiB && bytes % kMiB == 0) return absl::StrCat(bytes / kMiB, " MiB");
+  return absl::StrCat(bytes, " bytes");
 }
 
 absl::StatusOr<HttpResponse> HttpTransport::Do(const HttpRequest& request) {

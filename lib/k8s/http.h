@@ -33,6 +33,9 @@ struct HttpRequest {
   std::string content_type;    // request body type; empty when there is no body
   std::string body;
   absl::Duration timeout = absl::Seconds(30);  // whole-request limit; streams use none
+  // Largest body kept in HttpResponse::body (a streamed 2xx body is not kept, so not counted);
+  // beyond it the request fails with ResourceExhausted. 0: no limit.
+  size_t max_body_bytes = 0;
 };
 
 struct HttpResponse {
@@ -41,6 +44,9 @@ struct HttpResponse {
   std::string retry_after;  // the Retry-After header, verbatim
   std::string body;         // empty for streamed responses with a 2xx code
 };
+
+// "64 MiB" for a whole number of MiB, else "<n> bytes": how size limits are written in errors.
+std::string ByteLimitText(size_t bytes);
 
 class HttpTransport {
  public:

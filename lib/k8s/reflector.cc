@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "lib/common/backoff.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/k8s/errors.h"
+#include "lib/k8s/wire_decode.h"
 
 namespace dra::k8s {
 namespace {
@@ -14,10 +16,10 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
 // Servers end watches after this; a short period keeps stale connections from lingering.
 constexpr int64_t kWatchTimeoutSeconds = 240;
 
+// The resume point an event carries; "" when it has none or the wrong type (the event's object
+// is then skipped by the typed decoder, with a warning naming it).
 std::string ResourceVersionOf(const nlohmann::json& object) {
-  auto m = object.find("metadata");
-  if (m == object.end() || !m->is_object()) return "";
-  return m->value("resourceVersion", "");
+  return json_access::StringOr(json_access::MemberOrNull(object, "metadata"), "resourceVersion");
 }
 
 }  // namespace
@@ -51,10 +53,15 @@ void Reflector::Run() {
         continue;
       }
       ++lists_;
-      rv = (*list)["metadata"].value("resourceVersion", "");
-      std::vector<nlohmann::json> items;
-      for (auto& item : (*list)["items"]) items.push_back(std::move(item));
-      sink_.replace(std::move(items));
+      // ListAll answers in its own checked shape; read it without throwing all the same.
+      absl::StatusOr<ListPage> page = DecodeListPage(*std::move(list));
+      if (!page.ok()) {
+        DRA_WARNING("list failed; retrying", "resource", resource_.plural, "err", page.status());
+        if (!Pause(backoff.Next())) return;
+        continue;
+      }
+      rv = std::move(page->resource_version);
+      sink_.replace(std::move(page->items));
       need_list = false;
       backoff.Reset();
     }

@@ -1,24 +1,17 @@
 // Client::Watch: the streaming half of the client. Kept apart from client.cc because it parses a
 // newline-delimited stream of watch events instead of one JSON document.
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "lib/common/json_access.h"
+#include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/errors.h"
 #include "lib/k8s/url.h"
+#include "lib/k8s/wire_decode.h"
 
 namespace dra::k8s {
-namespace {
-
-absl::StatusOr<WatchEvent::Type> ParseType(absl::string_view t) {
-  if (t == "ADDED") return WatchEvent::Type::kAdded;
-  if (t == "MODIFIED") return WatchEvent::Type::kModified;
-  if (t == "DELETED") return WatchEvent::Type::kDeleted;
-  if (t == "BOOKMARK") return WatchEvent::Type::kBookmark;
-  return absl::InvalidArgumentError(absl::StrCat("unknown watch event type \"", t, "\""));
-}
-
-}  // namespace
 
 absl::Status Client::Watch(const ResourceInfo& r, absl::string_view ns, const WatchOptions& o,
                            const std::function<bool(WatchEvent&&)>& on_event,
@@ -31,44 +24,48 @@ absl::Status Client::Watch(const ResourceInfo& r, absl::string_view ns, const Wa
   AddQueryParam(q, "resourceVersion", o.resource_version);
   if (o.allow_bookmarks) AddQueryParam(q, "allowWatchBookmarks", "true");
   if (o.timeout_seconds > 0) AddQueryParam(q, "timeoutSeconds", absl::StrCat(o.timeout_seconds));
+  const std::string path = ResourcePath(r, ns) + q;
 
-  std::string buffer;
+  WatchLineSplitter splitter(options_.max_watch_line_bytes);
   absl::Status event_error;
-  auto on_data = [&](absl::string_view chunk) -> bool {
-    buffer.append(chunk.data(), chunk.size());
-    size_t start = 0;
-    for (size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
-      absl::string_view line(buffer.data() + start, nl - start);
-      if (line.empty()) continue;
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) {
-        event_error = absl::InternalError(absl::StrCat(what, ": watch event is not valid JSON"));
-        return false;
-      }
-      std::string type = j.value("type", "");
-      if (type == "ERROR") {
-        const nlohmann::json& st = j.value("object", nlohmann::json::object());
-        long code = st.value("code", 500);
-        event_error = StatusFromHttp(code, st.dump(), "", what);
-        return false;
-      }
-      auto t = ParseType(type);
-      if (!t.ok()) {
-        event_error = Annotate(t.status(), what);
-        return false;
-      }
-      if (!on_event(WatchEvent{*t, std::move(j["object"])})) {
-        return false;
-      }
+  // One line: a line that is not JSON ends the watch (the stream's framing is in doubt, and the
+  // caller resumes from its last resourceVersion); a JSON line that is not a watch event is
+  // skipped with a warning, so one bad event cannot stall the watch in a resume loop.
+  auto on_line = [&](absl::string_view line) -> bool {
+    absl::StatusOr<nlohmann::json> j = json_access::Parse(line);
+    if (!j.ok()) {
+      event_error = absl::InternalError(absl::StrCat(what, ": watch event: ", j.status().message(),
+                                                     ", starting \"",
+                                                     absl::CHexEscape(line.substr(0, 64)), "\""));
+      return false;
     }
-    buffer.erase(0, start);
-    return true;
+    absl::StatusOr<WatchLine> decoded = DecodeWatchLine(*std::move(j), what);
+    if (!decoded.ok()) {
+      DRA_WARNING("skipping malformed watch event", "watch", what, "err", decoded.status(), "line",
+                  absl::CHexEscape(line.substr(0, 200)));
+      return true;
+    }
+    if (!decoded->server_error.ok()) {
+      event_error = decoded->server_error;
+      return false;
+    }
+    return on_event(*std::move(decoded->event));
+  };
+  auto on_data = [&](absl::string_view chunk) -> bool {
+    absl::StatusOr<bool> go_on = splitter.Feed(chunk, on_line);
+    if (!go_on.ok()) {
+      event_error =
+          Annotate(go_on.status(), absl::StrCat(what, ": GET ", transport_->config().server, path));
+      return false;
+    }
+    return *go_on;
   };
   WaitForToken();
   ASSIGN_OR_RETURN(HttpResponse response, transport_->Stream(
                                               {.method = "GET",
-                                               .path_and_query = ResourcePath(r, ns) + q,
-                                               .timeout = absl::InfiniteDuration()},
+                                               .path_and_query = path,
+                                               .timeout = absl::InfiniteDuration(),
+                                               .max_body_bytes = options_.max_body_bytes},
                                               on_data, stopped ? stopped : [] { return false; }));
   if (response.code < 200 || response.code >= 300) {
     return StatusFromHttp(response.code, response.body, response.retry_after, what);

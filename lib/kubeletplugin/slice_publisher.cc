@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
@@ -77,7 +78,15 @@ absl::StatusOr<std::unique_ptr<SlicePublisher>> SlicePublisher::Create(k8s::Clie
     if (!node.ok()) {
       return Annotate(node.status(), "slice publisher: look up the owner Node");
     }
-    options.node_uid = (*node)["metadata"].value("uid", "");
+    // Only metadata.uid is needed (the owner reference), so only it is checked.
+    absl::StatusOr<const nlohmann::json*> meta = json_access::GetObject(*node, "", "metadata");
+    absl::StatusOr<std::string> uid = meta.status();
+    if (meta.ok()) uid = json_access::GetString(**meta, "metadata", "uid");
+    if (!uid.ok()) {
+      return Annotate(uid.status(),
+                      absl::StrCat("slice publisher: owner Node ", options.node_name));
+    }
+    options.node_uid = *std::move(uid);
   }
   auto p = std::unique_ptr<SlicePublisher>(new SlicePublisher(client, std::move(options)));
   auto on_change = [raw = p.get()](const k8s::Informer<ResourceSlice>::Ptr& s) {
@@ -200,7 +209,8 @@ absl::Status SlicePublisher::SyncPool(const std::string& pool_name) {
                        {.field_selector = absl::StrCat("spec.driver=", options_.driver,
                                                        ",spec.nodeName=", options_.node_name)}));
   std::vector<ResourceSlice> existing;
-  for (const nlohmann::json& item : list["items"]) {
+  // ListAll answers in a checked shape (lib/k8s/wire_decode.h): items is an array of objects.
+  for (const nlohmann::json& item : json_access::ArrayOrEmpty(list, "items")) {
     auto s = ResourceSlice::FromJson(item);
     if (!s.ok()) return Annotate(s.status(), "decode existing resource slice");
     if (s->spec.pool.name == pool_name) existing.push_back(std::move(*s));
