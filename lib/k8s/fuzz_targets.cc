@@ -1,0 +1,92 @@
+#include "lib/k8s/fuzz_targets.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "lib/common/json_access.h"
+#include "lib/k8s/http_parse.h"
+#include "lib/k8s/objects_resource.h"
+#include "lib/k8s/wire_decode.h"
+
+namespace dra::k8s::fuzz {
+namespace {
+
+// Small enough that the corpus reaches it; the client's default is 16 MiB.
+constexpr size_t kFuzzMaxLineBytes = 64 * 1024;
+
+[[noreturn]] void Violation(const char* what) {
+  std::fprintf(stderr, "fuzz invariant violated: %s\n", what);
+  std::abort();
+}
+
+// Decodes one object as each kind we read; a decoded object must encode and decode again.
+void DecodeObject(const nlohmann::json& j) {
+  if (absl::StatusOr<ResourceClaim> c = ResourceClaim::FromJson(j); c.ok()) {
+    if (!ResourceClaim::FromJson(c->ToJson()).ok()) Violation("ResourceClaim round trip");
+  }
+  if (absl::StatusOr<ResourceSlice> s = ResourceSlice::FromJson(j); s.ok()) {
+    if (!ResourceSlice::FromJson(s->ToJson()).ok()) Violation("ResourceSlice round trip");
+  }
+}
+
+}  // namespace
+
+void HttpResponse(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  // The first byte picks the piece size (1..256), so splits at every position get exercised.
+  const size_t piece = static_cast<size_t>(data[0]) + 1;
+  absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
+  ResponseParser parser(/*head_request=*/(data[0] & 1) != 0);
+  uint64_t body = 0;
+  absl::Status s;
+  while (s.ok() && !rest.empty() && !parser.done() && !parser.aborted()) {
+    absl::string_view chunk = rest.substr(0, piece);
+    rest.remove_prefix(chunk.size());
+    s = parser.Feed(chunk, [&](absl::string_view b) {
+      body += b.size();
+      return true;
+    });
+  }
+  if (s.ok() && !parser.done()) s = parser.Finish();
+  if (body > size) Violation("more body bytes than input bytes");
+  if (parser.head().headers.size() > size) Violation("more headers than input bytes");
+  if (s.ok() && parser.head_done() && (parser.head().code < 100 || parser.head().code > 999)) {
+    Violation("status code out of range");
+  }
+}
+
+void WatchStream(const uint8_t* data, size_t size) {
+  WatchLineSplitter splitter(kFuzzMaxLineBytes);
+  absl::StatusOr<bool> r = splitter.Feed(
+      absl::string_view(reinterpret_cast<const char*>(data), size), [](absl::string_view line) {
+        if (line.size() > kFuzzMaxLineBytes) Violation("line over the cap");
+        absl::StatusOr<nlohmann::json> j = json_access::Parse(line);
+        if (!j.ok()) return true;
+        absl::StatusOr<WatchLine> w = DecodeWatchLine(*std::move(j), "watch fuzz");
+        if (!w.ok()) return true;
+        if (w->event.has_value() == !w->server_error.ok()) Violation("event xor error");
+        if (w->event.has_value()) {
+          if (!w->event->object.is_object()) Violation("event object is not an object");
+          DecodeObject(w->event->object);
+        }
+        return true;
+      });
+  if (r.ok() && !*r) Violation("splitter stopped without being asked");
+}
+
+void Objects(const uint8_t* data, size_t size) {
+  absl::StatusOr<nlohmann::json> j =
+      json_access::Parse(absl::string_view(reinterpret_cast<const char*>(data), size));
+  if (!j.ok()) return;
+  DecodeObject(*j);
+  absl::StatusOr<ListPage> page = DecodeListPage(*std::move(j));
+  if (!page.ok()) return;
+  for (const nlohmann::json& item : page->items) {
+    if (!item.is_object()) Violation("list item is not an object");
+    DecodeObject(item);
+  }
+}
+
+}  // namespace dra::k8s::fuzz
