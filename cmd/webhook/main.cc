@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
   flags.AddString("bind-address", "BIND_ADDRESS", &c.bind_address,
                   "IP address to listen on; empty: all interfaces (IPv6 and IPv4).");
   flags.AddString("http-endpoint", "HTTP_ENDPOINT", &c.http_endpoint,
-                  "TCP address (host:port or :port) of a plain-HTTP server for Prometheus "
-                  "metrics and /healthz; empty disables it.");
+                  "TCP address (host:port, [ipv6]:port, or :port for all interfaces, IPv6 and "
+                  "IPv4) of a plain-HTTP server for Prometheus metrics and /healthz; empty "
+                  "disables it.");
   flags.AddString("metrics-path", "METRICS_PATH", &c.metrics_path,
                   "HTTP path of the Prometheus metrics on --http-endpoint.");
   flags.AddDuration("tls-reload-interval", "TLS_RELOAD_INTERVAL", &c.cert_check_interval,

@@ -18,9 +18,10 @@
 //     <prefix>_connections_timed_out_total{phase};
 //   - at most `max_connections` are open; more are accepted and closed at once
 //     (<prefix>_connections_rejected_total).
-// A connection costs about 200 bytes until its first byte arrives, then its OpenSSL state (a few
-// KiB, plus about 34 KiB of record buffers while a handshake, read or write is under way; they
-// are released between requests) and its request while it is being read.
+// A connection costs about 200 bytes until its ClientHello has fully arrived (it is peeked, not
+// read, until then), about 42 KiB of OpenSSL state during the handshake (measured), its
+// OpenSSL connection state between requests (not measured; the record buffers are released),
+// plus the request while it is being read.
 //
 // The certificate comes from a ServingCertificate at each accepted connection, so a rotated
 // certificate is used by the next connection.
