@@ -44,9 +44,11 @@ int TimeoutMs(Clock::time_point now, Clock::time_point until) {
 }  // namespace
 
 // One epoll loop thread. Every loop waits on the shared listener (EPOLLEXCLUSIVE: the kernel
-// wakes one idle loop per new connection) and serves the connections it accepted.
+// wakes one idle loop per new connection). The loop that accepts a connection gives it to the
+// loop with the fewest connections (itself when tied): the kernel wakes the same idle loop
+// first every time, so without this one loop would get every connection of a burst.
 //
-// Thread-safety: Run on its own thread; Wake and WaitExited from any thread.
+// Thread-safety: Run on its own thread; Wake, Give, load and WaitExited from any thread.
 class EventLoop {
  public:
   EventLoop(HttpsServer* server, int epoll_fd, int wake_fd)
@@ -62,6 +64,21 @@ class EventLoop {
   void Wake() {
     uint64_t one = 1;
     (void)!::write(wake_fd_, &one, sizeof(one));
+  }
+  // Connections this loop owns or has been given.
+  int load() const { return load_.load(std::memory_order_relaxed); }
+  // Hands an accepted socket to this loop (counted in load() by the caller).
+  void Give(int fd) ABSL_LOCKS_EXCLUDED(inbox_mu_) {
+    {
+      absl::MutexLock lock(&inbox_mu_);
+      inbox_.push_back(fd);
+    }
+    Wake();
+  }
+  // Sockets given after the loop exited; REQUIRES: the loop thread has been joined.
+  std::vector<int> TakeInbox() ABSL_LOCKS_EXCLUDED(inbox_mu_) {
+    absl::MutexLock lock(&inbox_mu_);
+    return std::move(inbox_);
   }
   bool WaitExited(absl::Duration timeout) {
     return !thread_.joinable() || exited_.WaitForNotificationWithTimeout(timeout);
@@ -80,6 +97,8 @@ class EventLoop {
   void Run();
   void BeginStop();
   void Accept(Clock::time_point now);
+  void AddConnection(int fd, Clock::time_point now);
+  void TakeGiven(Clock::time_point now) ABSL_LOCKS_EXCLUDED(inbox_mu_);
   // After a connection advanced: closes it when done, else updates its events and deadline.
   void Update(int fd, Entry& e);
   void Close(int fd);
@@ -89,6 +108,9 @@ class EventLoop {
   const int wake_fd_;  // eventfd
   std::thread thread_;
   absl::Notification exited_;
+  std::atomic<int> load_{0};
+  absl::Mutex inbox_mu_;
+  std::vector<int> inbox_ ABSL_GUARDED_BY(inbox_mu_);
 
   // Owned by the loop thread.
   std::unordered_map<int, Entry> conns_;  // by socket
@@ -122,6 +144,7 @@ void EventLoop::Run() {
       if (fd == wake_fd_) {
         uint64_t v;
         (void)!::read(wake_fd_, &v, sizeof(v));
+        TakeGiven(now);
         continue;  // the top of the loop looks at the server's state
       }
       if (fd == server_->listen_fd_) {
@@ -196,17 +219,46 @@ void EventLoop::Accept(Clock::time_point now) {
     server_->metrics_.Opened();
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    HttpsConnection::Env env{&server_->options_, &server_->handler_, &server_->stopping_flag_};
-    Entry& e = conns_[fd];
-    e.conn = std::make_unique<HttpsConnection>(fd, server_->certs_->Current(), env, now);
-    e.events = e.conn->wanted_events();
-    e.deadline = e.conn->deadline();
-    deadlines_.insert({e.deadline, fd});
-    epoll_event ev{};
-    ev.events = e.events;
-    ev.data.fd = fd;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    EventLoop* target = this;
+    for (const auto& loop : server_->loops_) {
+      if (loop->load() < target->load()) target = loop.get();
+    }
+    target->load_.fetch_add(1);
+    if (target == this) {
+      AddConnection(fd, now);
+    } else {
+      target->Give(fd);
+    }
   }
+}
+
+void EventLoop::TakeGiven(Clock::time_point now) {
+  std::vector<int> given;
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    given.swap(inbox_);
+  }
+  for (int fd : given) {
+    AddConnection(fd, now);
+    if (stopping_) {
+      Entry& e = conns_.at(fd);
+      e.conn->OnStop();
+      Update(fd, e);
+    }
+  }
+}
+
+void EventLoop::AddConnection(int fd, Clock::time_point now) {
+  HttpsConnection::Env env{&server_->options_, &server_->handler_, &server_->stopping_flag_};
+  Entry& e = conns_[fd];
+  e.conn = std::make_unique<HttpsConnection>(fd, server_->certs_->Current(), env, now);
+  e.events = e.conn->wanted_events();
+  e.deadline = e.conn->deadline();
+  deadlines_.insert({e.deadline, fd});
+  epoll_event ev{};
+  ev.events = e.events;
+  ev.data.fd = fd;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
 }
 
 void EventLoop::Update(int fd, Entry& e) {
@@ -234,6 +286,7 @@ void EventLoop::Close(int fd) {
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   server_->metrics_.Closed();  // before the client can see the close
   server_->open_.fetch_sub(1);
+  load_.fetch_sub(1);
   conns_.erase(it);  // closes the socket
 }
 
@@ -305,6 +358,14 @@ void HttpsServer::Stop() {
     for (auto& loop : loops_) loop->Wake();
   }
   for (auto& loop : loops_) loop->Join();
+  // Sockets given to a loop after it had exited (accepted just as Stop began).
+  for (auto& loop : loops_) {
+    for (int fd : loop->TakeInbox()) {
+      metrics_.Closed();
+      open_.fetch_sub(1);
+      ::close(fd);
+    }
+  }
   ::close(listen_fd_);
   absl::MutexLock lock(&mu_);
   stopped_ = true;
