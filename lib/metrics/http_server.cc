@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
@@ -15,7 +17,7 @@
 namespace dra::metrics {
 namespace {
 
-constexpr size_t kMaxRequestBytes = 16 * 1024;
+constexpr size_t kMaxRequestBytes = size_t{16} << 10;
 // Accepts per wake-up, so that a burst of new connections does not starve the others.
 constexpr int kAcceptBatch = 64;
 // How long accepting pauses when the process is out of file descriptors (accept would fail
@@ -118,13 +120,14 @@ void HttpServer::Loop() {
     Clock::time_point now = Clock::now();
     if (!deadlines_.empty()) {
       auto left = deadlines_.begin()->first - now;
-      timeout_ms = static_cast<int>(
-          std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(
+          std::chrono::ceil<std::chrono::milliseconds>(left).count(), 0, INT32_MAX));
     }
     if (!accepting_) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(accept_resume_ - now).count();
-      timeout_ms = timeout_ms < 0 ? static_cast<int>(std::max<int64_t>(0, left))
-                                  : std::min<int>(timeout_ms, std::max<int64_t>(0, left));
+      int left = static_cast<int>(std::clamp<int64_t>(
+          std::chrono::ceil<std::chrono::milliseconds>(accept_resume_ - now).count(), 0,
+          INT32_MAX));
+      timeout_ms = timeout_ms < 0 ? left : std::min(timeout_ms, left);
     }
     int n = ::epoll_wait(epoll_fd_, events, 64, timeout_ms);
     if (n < 0 && errno != EINTR) {

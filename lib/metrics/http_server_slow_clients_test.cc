@@ -61,7 +61,7 @@ std::string Distribution(std::vector<microseconds> v) {
   std::string s;
   char buf[32];
   for (microseconds d : v) {
-    std::snprintf(buf, sizeof(buf), "%.1fms ", d.count() / 1000.0);
+    std::snprintf(buf, sizeof(buf), "%.1fms ", static_cast<double>(d.count()) / 1000.0);
     s += buf;
   }
   return s;
@@ -86,6 +86,7 @@ TEST(HttpServerSlowClientsTest, HealthzAnswersWhileAThousandSlowConnectionsAreOp
 
   // While they are open: /healthz on fresh connections, one after another.
   std::vector<microseconds> took;
+  took.reserve(15);
   for (int i = 0; i < 15; ++i) {
     Timed t = TimedGet("127.0.0.1", port, "/healthz");
     EXPECT_EQ(t.code, 200) << "request " << i;

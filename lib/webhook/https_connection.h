@@ -12,6 +12,7 @@
 //
 // Thread-safety: owned and used by one loop thread.
 
+#include <openssl/ssl.h>
 #include <sys/epoll.h>
 
 #include <atomic>
@@ -21,8 +22,6 @@
 
 #include "lib/metrics/connection_metrics.h"
 #include "lib/webhook/https_server.h"
-
-typedef struct ssl_st SSL;
 
 namespace dra::webhook {
 

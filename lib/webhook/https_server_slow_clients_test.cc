@@ -69,7 +69,7 @@ std::string Distribution(std::vector<microseconds> v) {
   std::string s;
   char buf[32];
   for (microseconds d : v) {
-    std::snprintf(buf, sizeof(buf), "%.1fms ", d.count() / 1000.0);
+    std::snprintf(buf, sizeof(buf), "%.1fms ", static_cast<double>(d.count()) / 1000.0);
     s += buf;
   }
   return s;
@@ -147,6 +147,7 @@ TEST_F(HttpsServerSlowClientsTest, ReviewsAnswerWhileMoreThanAThousandSlowConnec
                    std::chrono::duration_cast<milliseconds>(SteadyClock::now() - opened).count()));
 
   std::vector<microseconds> took;
+  took.reserve(15);
   for (int i = 0; i < 15; ++i) took.push_back(TimedReview());
   std::vector<microseconds> sorted = took;
   std::sort(sorted.begin(), sorted.end());
@@ -263,6 +264,7 @@ TEST_F(HttpsServerSlowClientsTest, StalledHandshakesAreClosedAtTheirDeadline) {
   ASSERT_GT(hello.size(), 5u);
   long rss_before = RssKib();
   std::vector<int> fds;
+  fds.reserve(kStalled);
   for (int i = 0; i < kStalled; ++i) {
     absl::StatusOr<int> fd =
         metrics::testing::ConnectWithTimeout("127.0.0.1", server_->port(), milliseconds(5000));
