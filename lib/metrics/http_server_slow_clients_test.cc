@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,15 @@ Timed TimedGet(const std::string& host, int port, const std::string& path) {
   return t;
 }
 
+long RssKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
 // "0.4ms 0.5ms ..." in increasing order.
 std::string Distribution(std::vector<microseconds> v) {
   std::sort(v.begin(), v.end());
@@ -76,6 +86,8 @@ TEST(HttpServerSlowClientsTest, HealthzAnswersWhileAThousandSlowConnectionsAreOp
                                                    }}});
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
+  TimedGet("127.0.0.1", port, "/healthz");
+  const long rss_before = RssKib();
   auto opened = SteadyClock::now();
   auto slow = testing::SlowClients::Open("127.0.0.1", port, kSilent, kDrip,
                                          "GET /healthz HTTP/1.1\r\nHost: x\r\n");
@@ -101,6 +113,8 @@ TEST(HttpServerSlowClientsTest, HealthzAnswersWhileAThousandSlowConnectionsAreOp
   EXPECT_LE(sorted.back(), milliseconds(2000)) << Distribution(took);
   // They were all still open: the deadline had not passed.
   EXPECT_GE((*server)->connection_metrics().open(), kSilent + kDrip);
+  std::fprintf(stderr, "test process RSS: %ld KiB before the slow connections, %ld KiB with them\n",
+               rss_before, RssKib());
 
   // Every slow connection is closed by the server once its deadline passed (EOF on the
   // client); dripping does not extend it.
