@@ -48,9 +48,9 @@ constexpr char kComponent[] = "gpu-kubelet-plugin";
 
 // NVML discovery; a missing library or driver leaves the node without devices (degraded).
 // The loaded library is kept in `nvml` for the device health monitor.
-absl::StatusOr<Inventory> DiscoverDevices(const PluginConfig& config,
-                                          const driverroot::DriverRoot& root,
-                                          std::unique_ptr<nvml::Nvml>& nvml) {
+absl::StatusOr<Inventory> DiscoverInventory(const PluginConfig& config,
+                                            const driverroot::DriverRoot& root,
+                                            std::unique_ptr<nvml::Nvml>& nvml) {
   ASSIGN_OR_RETURN(nvml, nvml::Nvml::Create(root.root()));
   ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
   return Discover(session,
@@ -84,30 +84,114 @@ MpsDaemonEnv MpsEnv(const PluginConfig& config, const std::string& plugin_dir, k
 
 }  // namespace
 
-absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
-  if (config.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
-  if (config.gates != nullptr && config.gates->Enabled(api::gate::kMPSSupport) &&
-      config.image_name.empty()) {
+struct PluginApp::Parts {
+  std::string plugin_dir;
+  api::ConsumableShares shares;
+  std::unique_ptr<k8s::Client> client;
+  // Claim reads inside kubelet calls: one retry, a 10 s request timeout.
+  std::unique_ptr<k8s::Client> claim_client;
+  k8s::EventTarget node_ref;
+  metrics::Registry registry;
+  std::unique_ptr<DriverMetrics> driver_metrics;
+  metrics::Family<metrics::Gauge>* degraded = nullptr;
+  metrics::Family<metrics::Counter>* corruptions = nullptr;
+  std::unique_ptr<driverroot::DriverRoot> root;
+  Inventory inventory;
+  std::unique_ptr<nvml::Nvml> nvml_library;  // kept for the device health monitor
+  // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
+  std::atomic<bool> serving{false};
+  std::atomic<bool> cleanup_now{false};
+  std::atomic<bool> stopping{false};  // ends the cleanup thread's wait
+  std::unique_ptr<checkpoint::Checkpoint> checkpoint;
+  std::unique_ptr<ClaimCdi> cdi;
+  std::unique_ptr<NvidiaSmi> nvidia_smi;
+  std::unique_ptr<TimeSlicing> time_slicing;
+  std::unique_ptr<MpsDaemons> mps;
+  std::unique_ptr<DeviceState> state;
+  std::unique_ptr<GpuDriver> driver;
+  std::unique_ptr<ClaimApi> claim_api;
+  std::unique_ptr<kubeletplugin::SlicePublisher> publisher;
+  std::unique_ptr<DeviceHealthTracker> health_tracker;
+  std::unique_ptr<kubeletplugin::PluginServer> server;
+  std::unique_ptr<DeviceHealthMonitor> health_monitor;
+  std::unique_ptr<metrics::HttpServer> http;
+  std::unique_ptr<HealthServer> health;
+  std::unique_ptr<Cleanup> cleanup;
+  std::thread cleaner;
+
+  // The slices to publish: the inventory's devices, with the taints their health implies.
+  kubeletplugin::DriverResources DesiredResources(const std::string& node_name) const {
+    kubeletplugin::DriverResources resources = BuildDriverResources(inventory, node_name, shares);
+    if (health_tracker) {
+      for (auto& [pool_name, pool] : resources.pools) {
+        for (auto& slice : pool.slices) health_tracker->ApplyTaints(slice.devices);
+      }
+    }
+    return resources;
+  }
+};
+
+PluginApp::PluginApp(const PluginConfig& config, SignalHandler* signals)
+    : config_(config), signals_(signals), parts_(std::make_unique<Parts>()) {}
+
+PluginApp::~PluginApp() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<PluginApp>> PluginApp::Start(const PluginConfig& config,
+                                                            SignalHandler* signals) {
+  std::unique_ptr<PluginApp> app(new PluginApp(config, signals));
+  RETURN_IF_ERROR(app->CheckConfig());
+  RETURN_IF_ERROR(app->ConnectToApiServer());
+  RETURN_IF_ERROR(app->DiscoverDevices());
+  RETURN_IF_ERROR(app->OpenCheckpoint());
+  RETURN_IF_ERROR(app->BuildDeviceState());
+  app->RebuildAfterCorruption();
+  RETURN_IF_ERROR(app->PublishSlices());
+  RETURN_IF_ERROR(app->ServeKubelet());
+  app->StartHealthMonitor();
+  RETURN_IF_ERROR(app->ServeHttpAndHealthPort());
+  app->StartCleanup();
+  DRA_INFO("gpu-kubelet-plugin running", "node", config.node_name, "driver", kDriverName);
+  return app;
+}
+
+void PluginApp::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  Parts& p = *parts_;
+  if (p.health) p.health->Stop();
+  if (p.health_monitor) p.health_monitor->Stop();
+  if (p.server) p.server->Stop();  // removes our sockets: the kubelet sees the plugin go away
+  if (p.publisher) p.publisher->Stop();
+  // The cleanup thread ends within a second of its wait; a pass under way runs to its end.
+  p.stopping = true;
+  if (p.cleaner.joinable()) p.cleaner.join();
+  if (p.http) p.http->Stop();
+}
+
+absl::Status PluginApp::CheckConfig() {
+  if (config_.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
+  if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kMPSSupport) &&
+      config_.image_name.empty()) {
     return absl::InvalidArgumentError(
         "--image-name is required when the feature gate MPSSupport is enabled (the image of the "
         "MPS control daemon pods)");
   }
   FeatureGates no_gates;
-  ASSIGN_OR_RETURN(api::ConsumableShares shares,
-                   api::ParseConsumableShares(config.consumable_shares,
-                                              config.gates != nullptr ? *config.gates : no_gates));
-  const std::string plugin_dir = absl::StrCat(config.kubelet_plugins_dir, "/", kDriverName);
-  RETURN_IF_ERROR(MakeDirectories(plugin_dir, 0750));
+  ASSIGN_OR_RETURN(parts_->shares, api::ParseConsumableShares(
+                                       config_.consumable_shares,
+                                       config_.gates != nullptr ? *config_.gates : no_gates));
+  parts_->plugin_dir = absl::StrCat(config_.kubelet_plugins_dir, "/", kDriverName);
+  RETURN_IF_ERROR(MakeDirectories(parts_->plugin_dir, 0750));
   // SIGUSR2 writes every thread's stack to a file, for debugging a stuck plugin: in a directory
   // of the plugin's own that only root may enter (not a world-writable /tmp, where another user
   // could plant a link or read the stacks).
-  const std::string debug_dir = absl::StrCat(plugin_dir, "/debug");
+  const std::string debug_dir = absl::StrCat(parts_->plugin_dir, "/debug");
   RETURN_IF_ERROR(MakeDirectories(debug_dir, 0700));
   if (::chmod(debug_dir.c_str(), 0700) != 0) {
     return dra::ErrnoToStatus(errno, absl::StrCat("chmod 0700 ", debug_dir));
   }
   InstallStackDumpHandler();
-  signals->OnUsr2([path = absl::StrCat(debug_dir, "/thread-stacks.dump")] {
+  signals_->OnUsr2([path = absl::StrCat(debug_dir, "/thread-stacks.dump")] {
     int threads = 0;
     absl::Status s = DumpAllThreadStacks(path, &threads);
     if (s.ok()) {
@@ -116,239 +200,256 @@ absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
       DRA_WARNING("thread stack dump failed", "err", s);
     }
   });
-  RETURN_IF_ERROR(MakeDirectories(config.cdi_root, 0750));
+  return MakeDirectories(config_.cdi_root, 0750);
+}
 
-  ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(config.kubeconfig));
-  ASSIGN_OR_RETURN(auto client, k8s::Client::Create(rest, {.qps = config.kube_api_qps,
-                                                           .burst = config.kube_api_burst}));
+absl::Status PluginApp::ConnectToApiServer() {
+  Parts& p = *parts_;
+  ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(config_.kubeconfig));
+  ASSIGN_OR_RETURN(p.client, k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
+                                                        .burst = config_.kube_api_burst}));
   // The claim GETs of a prepare call must fail fast rather than run past the kubelet's 45 s.
-  ASSIGN_OR_RETURN(auto claim_client,
-                   k8s::Client::Create(rest, {.qps = config.kube_api_qps,
-                                              .burst = config.kube_api_burst,
+  ASSIGN_OR_RETURN(p.claim_client,
+                   k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
+                                              .burst = config_.kube_api_burst,
                                               .max_retries = 1,
                                               .request_timeout = absl::Seconds(10)}));
-  k8s::EventTarget node_ref{.kind = "Node", .name = config.node_name};
+  p.node_ref = {.kind = "Node", .name = config_.node_name};
+  p.driver_metrics = std::make_unique<DriverMetrics>(&p.registry, kDriverName, config_.node_name);
+  p.degraded =
+      p.registry.AddGauge("nvidia_dra_plugin_degraded",
+                          "1 when the plugin runs without a usable NVML (no devices).", {"reason"});
+  p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
+                                        "Corrupt checkpoints moved aside and replaced.", {});
+  return absl::OkStatus();
+}
 
-  metrics::Registry registry;
-  DriverMetrics driver_metrics(&registry, kDriverName, config.node_name);
-  auto* degraded =
-      registry.AddGauge("nvidia_dra_plugin_degraded",
-                        "1 when the plugin runs without a usable NVML (no devices).", {"reason"});
-
-  ASSIGN_OR_RETURN(auto root,
-                   driverroot::DriverRoot::Create({.root = config.container_driver_root,
-                                                   .host_root = config.nvidia_driver_root,
-                                                   .dev_root = config.dev_root,
-                                                   .proc_root = config.proc_root,
-                                                   .sys_root = config.sys_root}));
-  Inventory inventory;
-  std::unique_ptr<nvml::Nvml> nvml_library;
-  auto discovered = DiscoverDevices(config, *root, nvml_library);
-  if (discovered.ok()) {
-    inventory = std::move(*discovered);
-    DRA_INFO("discovered devices", "node", config.node_name, "devices", inventory.devices.size(),
-             "driverVersion", inventory.driver_version);
-    // Hardware that degraded the node (a lost GPU, a capacity NVML does not report): each was
-    // logged by discovery; the Node event makes it visible to the cluster's operators.
-    if (!inventory.left_out.empty()) {
-      (void)k8s::PostEvent(client.get(), node_ref, "Warning", "DevicesLeftOut",
-                           absl::StrCat("not published: ", absl::StrJoin(inventory.left_out, "; ")),
-                           kComponent, config.node_name);
-    }
-  } else {
+absl::Status PluginApp::DiscoverDevices() {
+  Parts& p = *parts_;
+  ASSIGN_OR_RETURN(p.root, driverroot::DriverRoot::Create({.root = config_.container_driver_root,
+                                                           .host_root = config_.nvidia_driver_root,
+                                                           .dev_root = config_.dev_root,
+                                                           .proc_root = config_.proc_root,
+                                                           .sys_root = config_.sys_root}));
+  auto discovered = DiscoverInventory(config_, *p.root, p.nvml_library);
+  if (!discovered.ok()) {
     DRA_WARNING("no usable NVML: publishing no devices, serving unprepare only", "err",
                 discovered.status());
-    degraded->WithLabels({"nvml"})->Set(1);
-    (void)k8s::PostEvent(client.get(), node_ref, "Warning", "NVMLUnavailable",
-                         std::string(discovered.status().message()), kComponent, config.node_name);
+    p.degraded->WithLabels({"nvml"})->Set(1);
+    (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "NVMLUnavailable",
+                         std::string(discovered.status().message()), kComponent, config_.node_name);
+    return absl::OkStatus();
   }
+  p.inventory = std::move(*discovered);
+  DRA_INFO("discovered devices", "node", config_.node_name, "devices", p.inventory.devices.size(),
+           "driverVersion", p.inventory.driver_version);
+  // Hardware that degraded the node (a lost GPU, a capacity NVML does not report): each was
+  // logged by discovery; the Node event makes it visible to the cluster's operators.
+  if (!p.inventory.left_out.empty()) {
+    (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "DevicesLeftOut",
+                         absl::StrCat("not published: ", absl::StrJoin(p.inventory.left_out, "; ")),
+                         kComponent, config_.node_name);
+  }
+  return absl::OkStatus();
+}
 
-  checkpoint::CheckpointOptions cp_options;
-  auto* corrupt = registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
-                                      "Corrupt checkpoints moved aside and replaced.", {});
+absl::Status PluginApp::OpenCheckpoint() {
+  Parts& p = *parts_;
+  checkpoint::CheckpointOptions options;
   // A corrupt checkpoint is replaced by an empty one; the records of claims still in use are then
-  // rebuilt from their CDI specs and the API server (rebuild.h): at startup before serving, and
-  // at any later read by a cleanup pass started at once. The Node event says what came of it.
-  std::atomic<bool> serving{false};
-  std::atomic<bool> cleanup_now{false};
-  cp_options.on_corruption = [&](const checkpoint::CorruptionReport& r) {
-    corrupt->WithLabels({})->Inc();
-    if (!serving) return;  // the startup rebuild below posts the event with its outcome
-    cleanup_now = true;
+  // rebuilt from their CDI specs and the API server (rebuild.h): at startup before serving
+  // (RebuildAfterCorruption), and at any later read by a cleanup pass started at once. The Node
+  // event says what came of it.
+  options.on_corruption = [this, &p](const checkpoint::CorruptionReport& r) {
+    p.corruptions->WithLabels({})->Inc();
+    if (!p.serving) return;  // the startup rebuild posts the event with its outcome
+    p.cleanup_now = true;
     (void)k8s::PostEvent(
-        client.get(), node_ref, "Warning", "CheckpointCorrupt",
+        p.client.get(), p.node_ref, "Warning", "CheckpointCorrupt",
         absl::StrCat("checkpoint ", r.path, " was corrupt (", r.reason, "); moved to ", r.moved_to,
                      "; the records of claims still in use on this node are being rebuilt from "
                      "their CDI specs and the API server by the cleanup"),
-        kComponent, config.node_name);
+        kComponent, config_.node_name);
   };
   // A node switched from the Go driver: its checkpoint's claims are adopted (checkpoint.h A1-A5),
   // so their containers keep their CDI specs and their unprepare undoes what the Go driver set.
-  cp_options.convert_go_devices = GoDevicesConverter(inventory, config.namespace_name);
-  cp_options.on_adoption = [&](const checkpoint::AdoptionReport& r) {
+  options.convert_go_devices = GoDevicesConverter(p.inventory, config_.namespace_name);
+  options.on_adoption = [this, &p](const checkpoint::AdoptionReport& r) {
     (void)k8s::PostEvent(
-        client.get(), node_ref, "Normal", "CheckpointAdopted",
+        p.client.get(), p.node_ref, "Normal", "CheckpointAdopted",
         absl::StrCat("adopted ", r.claims, " prepared claims (", r.started,
                      " of them PrepareStarted) from the Go driver's checkpoint ", r.path,
                      "; the Go driver's file is kept at ", r.kept_at, " for a rollback"),
-        kComponent, config.node_name);
+        kComponent, config_.node_name);
   };
-  ASSIGN_OR_RETURN(auto checkpoint,
-                   checkpoint::Checkpoint::Open(plugin_dir, config.boot_id_path, cp_options));
+  ASSIGN_OR_RETURN(p.checkpoint,
+                   checkpoint::Checkpoint::Open(p.plugin_dir, config_.boot_id_path, options));
+  return absl::OkStatus();
+}
 
-  auto cdi_or = ClaimCdi::Create(root.get(), config.cdi_root, inventory.driver_version);
-  if (!cdi_or.ok()) {
+absl::Status PluginApp::BuildDeviceState() {
+  Parts& p = *parts_;
+  auto cdi = ClaimCdi::Create(p.root.get(), config_.cdi_root, p.inventory.driver_version);
+  if (!cdi.ok()) {
     DRA_WARNING("driver files not found; CDI specs will carry device nodes only", "err",
-                cdi_or.status());
-    degraded->WithLabels({"driver-files"})->Set(1);
-    cdi_or = ClaimCdi::CreateWithCommonEdits(root.get(), config.cdi_root, {});
+                cdi.status());
+    p.degraded->WithLabels({"driver-files"})->Set(1);
+    cdi = ClaimCdi::CreateWithCommonEdits(p.root.get(), config_.cdi_root, {});
   }
-  if (!cdi_or.ok()) return cdi_or.status();
-  std::unique_ptr<ClaimCdi> cdi = std::move(*cdi_or);
-  NvidiaSmi nvidia_smi(root.get(), config.nvidia_smi_timeout);
-  TimeSlicing time_slicing(&nvidia_smi);
+  if (!cdi.ok()) return cdi.status();
+  p.cdi = std::move(*cdi);
+  p.nvidia_smi = std::make_unique<NvidiaSmi>(p.root.get(), config_.nvidia_smi_timeout);
+  p.time_slicing = std::make_unique<TimeSlicing>(p.nvidia_smi.get());
   // Also without the gate: unprepare stops the daemons a checkpoint records. Its API calls fail
   // fast like the claim GETs, inside the kubelet's timeouts.
-  std::unique_ptr<MpsDaemons> mps =
-      MpsDaemons::Real(MpsEnv(config, plugin_dir, claim_client.get(), &nvidia_smi));
-  DeviceState state(inventory, cdi.get(), checkpoint.get(),
-                    {.pool_name = config.node_name,
-                     .gates = config.gates,
-                     .consumable_shares = shares,
-                     .time_slicing = &time_slicing,
-                     .mps = mps.get()});
-  GpuDriver driver(&state, plugin_dir, &driver_metrics);
-  std::unique_ptr<ClaimApi> claim_api =
-      ClaimApiFromClient(claim_client.get(), kDriverName, config.node_name);
-  if (const auto& r = checkpoint->open_corruption()) {
-    absl::StatusOr<SpecReconciliation> rebuilt =
-        ReconcileCdiSpecs(*claim_api, *cdi, *checkpoint, state, driver, /*remove_orphans=*/false);
+  p.mps = MpsDaemons::Real(MpsEnv(config_, p.plugin_dir, p.claim_client.get(), p.nvidia_smi.get()));
+  p.state = std::make_unique<DeviceState>(p.inventory, p.cdi.get(), p.checkpoint.get(),
+                                          DeviceState::Options{.pool_name = config_.node_name,
+                                                               .gates = config_.gates,
+                                                               .consumable_shares = p.shares,
+                                                               .time_slicing = p.time_slicing.get(),
+                                                               .mps = p.mps.get()});
+  p.driver = std::make_unique<GpuDriver>(p.state.get(), p.plugin_dir, p.driver_metrics.get());
+  p.claim_api = ClaimApiFromClient(p.claim_client.get(), kDriverName, config_.node_name);
+  return absl::OkStatus();
+}
+
+void PluginApp::RebuildAfterCorruption() {
+  Parts& p = *parts_;
+  if (const auto& r = p.checkpoint->open_corruption()) {
+    absl::StatusOr<SpecReconciliation> rebuilt = ReconcileCdiSpecs(
+        *p.claim_api, *p.cdi, *p.checkpoint, *p.state, *p.driver, /*remove_orphans=*/false);
     const std::string outcome =
         rebuilt.ok() ? rebuilt->Summary(/*removed_orphans=*/false)
                      : absl::StrCat("rebuilding from the CDI specs failed (",
                                     rebuilt.status().message(), "); the cleanup tries again");
     DRA_WARNING("checkpoint was corrupt; rebuilt what the CDI specs and the API server show",
                 "path", r->path, "movedTo", r->moved_to, "outcome", outcome);
-    (void)k8s::PostEvent(client.get(), node_ref, "Warning", "CheckpointCorrupt",
+    (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "CheckpointCorrupt",
                          absl::StrCat("checkpoint ", r->path, " was corrupt (", r->reason,
                                       "); moved to ", r->moved_to, "; ", outcome),
-                         kComponent, config.node_name);
+                         kComponent, config_.node_name);
   }
-  if (auto claims = checkpoint->List(); claims.ok()) state.CountPreparedDevices(*claims);
-  driver.RefreshPreparedDevicesGauge();
-  serving = true;
+  if (auto claims = p.checkpoint->List(); claims.ok()) p.state->CountPreparedDevices(*claims);
+  p.driver->RefreshPreparedDevicesGauge();
+  p.serving = true;
+}
 
-  ASSIGN_OR_RETURN(auto publisher,
+absl::Status PluginApp::PublishSlices() {
+  Parts& p = *parts_;
+  ASSIGN_OR_RETURN(p.publisher,
                    kubeletplugin::SlicePublisher::Create(
-                       client.get(), {.driver = kDriverName, .node_name = config.node_name}));
+                       p.client.get(), {.driver = kDriverName, .node_name = config_.node_name}));
   // With NVMLDeviceHealthCheck, devices carry the taints their NVML events imply
   // (docs/compatibility.md "Device health") and the kubelet gets their health through the
   // DRAResourceHealth stream.
-  std::unique_ptr<DeviceHealthTracker> health_tracker;
-  if (config.gates != nullptr && config.gates->Enabled(api::gate::kNVMLDeviceHealthCheck)) {
+  if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kNVMLDeviceHealthCheck)) {
     std::vector<std::string> monitored;
-    for (const auto& [placement, name] : DevicePlacements(inventory)) monitored.push_back(name);
-    health_tracker = std::make_unique<DeviceHealthTracker>(
-        config.node_name, std::move(monitored),
-        ParseAdditionalIgnoredXids(config.additional_xids_to_ignore));
+    for (const auto& [placement, name] : DevicePlacements(p.inventory)) monitored.push_back(name);
+    p.health_tracker = std::make_unique<DeviceHealthTracker>(
+        config_.node_name, std::move(monitored),
+        ParseAdditionalIgnoredXids(config_.additional_xids_to_ignore));
   }
-  auto desired_resources = [&] {
-    kubeletplugin::DriverResources resources =
-        BuildDriverResources(inventory, config.node_name, shares);
-    if (health_tracker) {
-      for (auto& [pool_name, pool] : resources.pools) {
-        for (auto& slice : pool.slices) health_tracker->ApplyTaints(slice.devices);
-      }
-    }
-    return resources;
-  };
-  publisher->Update(desired_resources());
-  if (shares.Enabled()) {
+  p.publisher->Update(p.DesiredResources(config_.node_name));
+  if (p.shares.Enabled()) {
     DRA_INFO("consumable shares enabled: devices allow multiple allocations", "mode",
-             shares.ToString());
+             p.shares.ToString());
   }
+  return absl::OkStatus();
+}
 
-  kubeletplugin::PluginServerOptions server_options;
-  server_options.driver_name = kDriverName;
-  server_options.claim_getter = kubeletplugin::ClaimGetterFromClient(claim_client.get());
-  server_options.kubelet_plugins_dir = config.kubelet_plugins_dir;
-  server_options.registry_dir = config.kubelet_registrar_dir;
-  server_options.pod_uid = config.pod_uid;
-  server_options.serve_health = health_tracker != nullptr;
-  ASSIGN_OR_RETURN(auto server, kubeletplugin::PluginServer::Create(&driver, server_options));
+absl::Status PluginApp::ServeKubelet() {
+  Parts& p = *parts_;
+  kubeletplugin::PluginServerOptions options;
+  options.driver_name = kDriverName;
+  options.claim_getter = kubeletplugin::ClaimGetterFromClient(p.claim_client.get());
+  options.kubelet_plugins_dir = config_.kubelet_plugins_dir;
+  options.registry_dir = config_.kubelet_registrar_dir;
+  options.pod_uid = config_.pod_uid;
+  options.serve_health = p.health_tracker != nullptr;
+  ASSIGN_OR_RETURN(p.server, kubeletplugin::PluginServer::Create(p.driver.get(), options));
+  return absl::OkStatus();
+}
 
-  std::unique_ptr<DeviceHealthMonitor> health_monitor;
-  if (health_tracker) {
-    auto report = [&] {
-      publisher->Update(desired_resources());
-      server->PublishHealth(health_tracker->HealthList());
-    };
-    absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> monitor =
-        nvml_library == nullptr ? absl::FailedPreconditionError("NVML is not usable")
-                                : DeviceHealthMonitor::Start(nvml_library.get(), inventory,
-                                                             health_tracker.get(), report, {});
-    if (monitor.ok()) {
-      health_monitor = *std::move(monitor);
-    } else {
-      DRA_WARNING("device health monitoring is not possible; devices are marked unmonitored", "err",
-                  monitor.status());
-      std::vector<std::string> all;
-      for (const auto& h : health_tracker->HealthList()) all.push_back(h.device_name);
-      health_tracker->OnUnmonitored(all, std::string(monitor.status().message()), absl::Now());
-    }
-    report();
+void PluginApp::StartHealthMonitor() {
+  Parts& p = *parts_;
+  if (!p.health_tracker) return;
+  auto report = [this, &p] {
+    p.publisher->Update(p.DesiredResources(config_.node_name));
+    p.server->PublishHealth(p.health_tracker->HealthList());
+  };
+  absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> monitor =
+      p.nvml_library == nullptr ? absl::FailedPreconditionError("NVML is not usable")
+                                : DeviceHealthMonitor::Start(p.nvml_library.get(), p.inventory,
+                                                             p.health_tracker.get(), report, {});
+  if (monitor.ok()) {
+    p.health_monitor = *std::move(monitor);
+  } else {
+    DRA_WARNING("device health monitoring is not possible; devices are marked unmonitored", "err",
+                monitor.status());
+    std::vector<std::string> all;
+    for (const auto& h : p.health_tracker->HealthList()) all.push_back(h.device_name);
+    p.health_tracker->OnUnmonitored(all, std::string(monitor.status().message()), absl::Now());
   }
+  report();
+}
 
-  std::unique_ptr<metrics::HttpServer> http;
-  if (!config.http_endpoint.empty()) {
+absl::Status PluginApp::ServeHttpAndHealthPort() {
+  Parts& p = *parts_;
+  if (!config_.http_endpoint.empty()) {
     std::map<std::string, metrics::HttpHandler> handlers;
-    if (!config.metrics_path.empty()) {
-      handlers[config.metrics_path] = [&registry] {
+    if (!config_.metrics_path.empty()) {
+      handlers[config_.metrics_path] = [&p] {
         return metrics::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                                     registry.Render()};
+                                     p.registry.Render()};
       };
     }
     handlers["/healthz"] = [] { return metrics::HttpResponse{200, "text/plain", "ok"}; };
-    ASSIGN_OR_RETURN(http, metrics::HttpServer::Start(config.http_endpoint, handlers));
-    DRA_INFO("serving metrics", "endpoint", config.http_endpoint, "path", config.metrics_path);
+    // The server's own connection metrics (open, rejected at the cap, closed on a deadline) are
+    // served with the rest.
+    ASSIGN_OR_RETURN(p.http,
+                     metrics::HttpServer::Start(
+                         {.address = config_.http_endpoint, .registry = &p.registry}, handlers));
+    DRA_INFO("serving metrics", "endpoint", config_.http_endpoint, "path", config_.metrics_path);
   }
-
-  std::unique_ptr<HealthServer> health;
-  if (config.healthcheck_port >= 0) {
-    ASSIGN_OR_RETURN(health,
-                     HealthServer::Start(config.healthcheck_port, server->dra_socket_path()));
-    DRA_INFO("serving gRPC health", "port", health->port());
+  if (config_.healthcheck_port >= 0) {
+    ASSIGN_OR_RETURN(p.health,
+                     HealthServer::Start(config_.healthcheck_port, p.server->dra_socket_path()));
+    DRA_INFO("serving gRPC health", "port", p.health->port());
   }
+  return absl::OkStatus();
+}
 
-  Cleanup cleanup(claim_api.get(), checkpoint.get(), cdi.get(), &state, &driver);
+void PluginApp::StartCleanup() {
+  Parts& p = *parts_;
+  p.cleanup = std::make_unique<Cleanup>(p.claim_api.get(), p.checkpoint.get(), p.cdi.get(),
+                                        p.state.get(), p.driver.get());
   // Waits for the next pass: the interval, or sooner when a corrupt checkpoint asks for one.
   // True at shutdown.
-  auto wait_for_next_pass = [&] {
-    const absl::Time deadline = absl::Now() + config.cleanup_interval;
+  auto wait_for_next_pass = [this, &p] {
+    const absl::Time deadline = absl::Now() + config_.cleanup_interval;
     while (absl::Now() < deadline) {
-      if (signals->WaitForShutdown(std::min(absl::Seconds(1), deadline - absl::Now()))) {
+      if (signals_->WaitForShutdown(std::min(absl::Seconds(1), deadline - absl::Now()))) {
         return true;
       }
-      if (cleanup_now.exchange(false)) return false;
+      if (p.stopping) return true;
+      if (p.cleanup_now.exchange(false)) return false;
     }
-    return false;
+    return p.stopping.load();
   };
-  std::thread cleaner([&] {
+  p.cleaner = std::thread([&p, wait_for_next_pass] {
     do {
-      absl::Status s = cleanup.RunOnce();
+      absl::Status s = p.cleanup->RunOnce();
       if (!s.ok()) DRA_WARNING("checkpoint cleanup incomplete; retrying later", "err", s);
     } while (!wait_for_next_pass());
   });
+}
 
-  DRA_INFO("gpu-kubelet-plugin running", "node", config.node_name, "driver", kDriverName);
+absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PluginApp> app, PluginApp::Start(config, signals));
   signals->WaitForShutdown();
   DRA_INFO("shutting down", "signal", signals->shutdown_signal());
-  if (health) health->Stop();
-  if (health_monitor) health_monitor->Stop();
-  server->Stop();  // removes our sockets: the kubelet sees the plugin go away
-  publisher->Stop();
-  cleaner.join();
-  if (http) http->Stop();
+  app->Stop();
   return absl::OkStatus();
 }
 

@@ -8,9 +8,11 @@
 // Without a usable NVML (no library, no driver) the plugin still starts: it publishes no devices,
 // logs a warning, sets the degraded metric, and serves unprepare for what the checkpoint holds.
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "lib/common/feature_gates.h"
 #include "lib/common/signals.h"
@@ -55,7 +57,51 @@ struct PluginConfig {
   const FeatureGates* gates = nullptr;
 };
 
-// Runs until `signals` reports shutdown; returns the startup error otherwise.
+// The running plugin: every part it owns, started in the order of docs/architecture.md "Plugin
+// start" by Start() and stopped in the reverse order of their use by Stop(). One Start() step
+// each; a step that fails returns its error and the parts started before it are stopped by the
+// destructor.
+//
+// Thread-safety: Start and Stop from one thread; the parts run their own threads (the cleanup
+// thread is the app's own).
+class PluginApp {
+ public:
+  // `config` and `signals` must outlive the app.
+  static absl::StatusOr<std::unique_ptr<PluginApp>> Start(const PluginConfig& config,
+                                                          SignalHandler* signals);
+  // Idempotent: the gRPC health port, the NVML health monitor, the kubelet servers (their sockets
+  // removed, so the kubelet sees the plugin leave), the slice publisher, the cleanup thread, the
+  // HTTP server.
+  void Stop();
+  ~PluginApp();
+
+  PluginApp(const PluginApp&) = delete;
+  PluginApp& operator=(const PluginApp&) = delete;
+
+ private:
+  struct Parts;  // everything the steps create, in creation order (plugin_app.cc)
+  PluginApp(const PluginConfig& config, SignalHandler* signals);
+
+  absl::Status CheckConfig();             // 1: flags that must be right; SIGUSR2 stack dump
+  absl::Status ConnectToApiServer();      // 2: data and CDI directories, API clients, metrics
+  absl::Status DiscoverDevices();         // 3: driver root, NVML, inventory (degraded without)
+  absl::Status OpenCheckpoint();          // 4: boot ID, corruption and Go-driver adoption
+  absl::Status BuildDeviceState();        // 5-6: CDI, time-slicing, MPS, DeviceState, GpuDriver
+  void RebuildAfterCorruption();          // 6: records of claims in use, after a corrupt file
+  absl::Status PublishSlices();           // 7: ResourceSlices (with health taints)
+  absl::Status ServeKubelet();            // 8: DRA socket, then the registration socket
+  void StartHealthMonitor();              // 9: gate NVMLDeviceHealthCheck
+  absl::Status ServeHttpAndHealthPort();  // 10: /metrics, /healthz, gRPC health port
+  void StartCleanup();                    // 10: the cleanup thread
+
+  const PluginConfig& config_;
+  SignalHandler* const signals_;
+  std::unique_ptr<Parts> parts_;
+  bool stopped_ = false;
+};
+
+// Starts the plugin, runs until `signals` reports shutdown, stops it; returns the startup error
+// otherwise.
 absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals);
 
 }  // namespace dra::gpu
