@@ -80,8 +80,8 @@ absl::StatusOr<std::unique_ptr<SlicePublisher>> SlicePublisher::Create(k8s::Clie
     }
     // Only metadata.uid is needed (the owner reference), so only it is checked.
     absl::StatusOr<const nlohmann::json*> meta = json_access::GetObject(*node, "", "metadata");
-    absl::StatusOr<std::string> uid = meta.status();
-    if (meta.ok()) uid = json_access::GetString(**meta, "metadata", "uid");
+    absl::StatusOr<std::string> uid = meta.ok() ? json_access::GetString(**meta, "metadata", "uid")
+                                                : absl::StatusOr<std::string>(meta.status());
     if (!uid.ok()) {
       return Annotate(uid.status(),
                       absl::StrCat("slice publisher: owner Node ", options.node_name));
