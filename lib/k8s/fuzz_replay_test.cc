@@ -16,6 +16,7 @@
 #include "lib/common/json_access.h"
 #include "lib/k8s/fuzz_targets.h"
 #include "lib/k8s/objects_resource.h"
+#include "test/support/fuzz_corpus.h"
 
 namespace dra::k8s::fuzz {
 namespace {
@@ -33,11 +34,6 @@ std::vector<std::string> Corpus(const std::string& target) {
     out.push_back(buffer.str());
   }
   return out;
-}
-
-uint64_t EnvOr(const char* name, uint64_t fallback) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? fallback : std::strtoull(value, nullptr, 10);
 }
 
 void Run(const Target& target, const std::string& data) {
@@ -75,29 +71,10 @@ void ReplayAndMutate(const std::string& name, const Target& target) {
                                            "Transfer-Encoding: chunked\r\n",
                                            "Content-Length: 5\r\n",
                                            "ffff\r\n"};
-  std::mt19937 rng(EnvOr("DRA_K8S_FUZZ_SEED", 20240607));
-  const uint64_t iterations = EnvOr("DRA_K8S_FUZZ_ITERATIONS", 20000);
+  std::mt19937 rng(dra::testing::EnvOr("DRA_K8S_FUZZ_SEED", 20240607));
+  const uint64_t iterations = dra::testing::EnvOr("DRA_K8S_FUZZ_ITERATIONS", 20000);
   for (uint64_t i = 0; i < iterations; ++i) {
-    std::string data = seeds[rng() % seeds.size()];
-    for (int edits = 1 + static_cast<int>(rng() % 3); edits > 0; --edits) {
-      size_t pos = data.empty() ? 0 : rng() % (data.size() + 1);
-      switch (rng() % 4) {
-        case 0:  // flip a byte
-          if (!data.empty()) data[pos % data.size()] = static_cast<char>(rng());
-          break;
-        case 1:  // insert a token
-          data.insert(pos, tokens[rng() % tokens.size()]);
-          break;
-        case 2:  // delete a span
-          data.erase(pos, rng() % 8);
-          break;
-        case 3: {  // splice another seed's tail
-          const std::string& other = seeds[rng() % seeds.size()];
-          data = data.substr(0, pos) + other.substr(std::min(other.size(), pos % 16));
-          break;
-        }
-      }
-    }
+    std::string data = dra::testing::MutateSeed(rng, seeds, tokens);
     Run(target, data);
   }
 }
