@@ -28,6 +28,18 @@ teardown() {
   clean_node "$GPU_NODE"
 }
 
+# restart_sees_gpu <pod> <uuid>: the pod's container exits (SIGTERM to its shell) and the kubelet
+# starts it again, from the claim's CDI spec as it is on the node now; the new container must see
+# exactly the GPU <uuid>.
+restart_sees_gpu() {
+  k exec "$1" -c ctr -- kill -TERM 1
+  wait_for 60 "$1's container restarted" eval '[ "$(k get pod '"$1"' -o jsonpath="{.status.containerStatuses[0].restartCount}")" = 1 ]'
+  wait_pod_phase "$1" Running 60
+  wait_log "$1"
+  assert_gpus "$1" 1
+  [ "$(gpu_uuids "$1")" = "$2" ]
+}
+
 @test "after the pod is deleted its claim is deallocated, unprepared and its CDI spec removed" {
   claim one-gpu
   pod pod1 "$GPU_NODE" "gpu=claim:one-gpu"
@@ -151,12 +163,7 @@ teardown() {
        jq -e "[.items[] | select(.message | test(\"rebuilt [1-9][0-9]* \"))] | length > 0" >/dev/null'
 
   # The workload's container exits and the kubelet starts it again from the same CDI spec.
-  k exec pod1 -c ctr -- kill -TERM 1
-  wait_for 60 "pod1's container restarted" eval '[ "$(k get pod pod1 -o jsonpath="{.status.containerStatuses[0].restartCount}")" = 1 ]'
-  wait_pod_phase pod1 Running 60
-  wait_log pod1
-  assert_gpus pod1 1
-  [ "$(gpu_uuids pod1)" = "$uuid" ]
+  restart_sees_gpu pod1 "$uuid"
 
   # The rebuilt record unprepares like any other.
   k delete pod pod1 --wait=true --timeout=60s >/dev/null
@@ -197,12 +204,7 @@ teardown() {
   wait_for 30 "a CheckpointAdopted event" eval '(( $(kubectl get events -A -o json --field-selector "involvedObject.name=$GPU_NODE,reason=CheckpointAdopted" | jq ".items | length") > before_events ))'
 
   # The workload's container exits and starts again from the Go driver's spec.
-  k exec pod1 -c ctr -- kill -TERM 1
-  wait_for 60 "pod1's container restarted" eval '[ "$(k get pod pod1 -o jsonpath="{.status.containerStatuses[0].restartCount}")" = 1 ]'
-  wait_pod_phase pod1 Running 60
-  wait_log pod1
-  assert_gpus pod1 1
-  [ "$(gpu_uuids pod1)" = "$uuid" ]
+  restart_sees_gpu pod1 "$uuid"
 
   # Our plugin unprepares the adopted claim and removes the Go driver's spec file.
   k delete pod pod1 --wait=true --timeout=60s >/dev/null
