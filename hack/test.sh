@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs dependencies, builds Kubernetes (cached) and
-# the C++ tree, runs the unit tests under ASan+UBSan, starts the local cluster, and runs unit and
-# integration tests against it in one ctest run, then the end-to-end scenarios. Exits non-zero on
+# the C++ tree, runs the unit tests under ASan+UBSan, the static checks (clang -Wthread-safety,
+# clang-tidy: hack/static-checks.sh), starts the local cluster, and runs unit and integration tests
+# against it in one ctest run, then the end-to-end scenarios. Exits non-zero on
 # any failure. The last line counts every result: `all: N passed, N failed, N skipped`.
 #
 #   --fresh  Run as on a new machine. Every cache the suite fills (Kubernetes/etcd/containerd
@@ -13,8 +14,8 @@
 #            build/, i.e. a fresh clone:
 #              git clone . /tmp/dra-fresh-clone && /tmp/dra-fresh-clone/hack/test.sh --fresh
 #
-# Environment: DRA_TEST_ASAN=0 skips the sanitizer build; DRA_KEEP_CLUSTER=1 leaves a cluster that
-# this script started running afterwards.
+# Environment: DRA_TEST_ASAN=0 skips the sanitizer build, DRA_TEST_STATIC=0 the static checks;
+# DRA_KEEP_CLUSTER=1 leaves a cluster that this script started running afterwards.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -34,6 +35,7 @@ step() {
 }
 start=$SECONDS
 finished=0 a_passed=0 a_failed=0 a_skipped=0 c_passed=0 c_failed=0 c_skipped=0
+s_passed=0 s_failed=0 s_skipped=0
 
 # --fresh: point every cache and state location at a new folder before lib.sh reads them.
 FRESH_ROOT= FRESH_RUN=
@@ -61,7 +63,7 @@ source hack/cluster/lib.sh
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
 JOBS=${DRA_BUILD_JOBS:-$(nproc)}
 
-asan_log=$(mktemp) ctest_log=$(mktemp) e2e_log=$(mktemp)
+asan_log=$(mktemp) ctest_log=$(mktemp) e2e_log=$(mktemp) static_log=$(mktemp)
 started_cluster=0
 rc=0
 
@@ -85,7 +87,8 @@ cleanup() {
   if ((!finished)); then
     # A step died under `set -e` before the results were counted: say so in the closing line too.
     echo "[test] error: stopped with exit code $code during: $current_step" >&2
-    echo "all: $((a_passed + c_passed)) passed, $((a_failed + c_failed + 1)) failed, $((a_skipped + c_skipped)) skipped"
+    echo "all: $((a_passed + s_passed + c_passed)) passed, $((a_failed + s_failed + c_failed + 1)) failed," \
+      "$((a_skipped + s_skipped + c_skipped)) skipped"
   fi
   if [[ $started_cluster == 1 && ${DRA_KEEP_CLUSTER:-0} == 1 ]]; then
     [[ -z $FRESH_ROOT ]] || step "--fresh: the cluster still runs from $FRESH_ROOT (DRA_KEEP_CLUSTER=1)"
@@ -96,7 +99,7 @@ cleanup() {
     fi
     remove_fresh_root
   fi
-  rm -f "$asan_log" "$ctest_log" "$e2e_log"
+  rm -f "$asan_log" "$ctest_log" "$e2e_log" "$static_log"
 }
 trap cleanup EXIT
 
@@ -148,6 +151,15 @@ step "C++ build (default preset)"
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$JOBS"
 
+if [[ ${DRA_TEST_STATIC:-1} != 0 ]]; then
+  step "static checks: clang with -Wthread-safety, clang-tidy (hack/static-checks.sh)"
+  hack/static-checks.sh -j "$JOBS" 2>&1 | tee "$static_log" || rc=1
+  # A missing summary line (the script died) counts as one failure.
+  read -r s_passed s_failed s_skipped < <(sed -nE 's/^static: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/p' \
+    "$static_log" | tail -n 1 | grep . || echo "0 1 0")
+  echo "static: $s_passed passed, $s_failed failed, $s_skipped skipped"
+fi
+
 step "local control plane"
 if ! hack/cluster/status.sh >/dev/null 2>&1; then
   started_cluster=1
@@ -165,12 +177,14 @@ test/e2e/run.sh 2>&1 | tee "$e2e_log" || rc=1
 
 read -r c_passed c_failed c_skipped < <(ctest_counts "$ctest_log")
 read -r e_passed e_failed e_skipped < <(e2e_counts "$e2e_log")
-failed=$((a_failed + c_failed + e_failed))
+failed=$((a_failed + s_failed + c_failed + e_failed))
 ((failed == 0)) || rc=1
 finished=1
 step "done in $((SECONDS - start))s"
 echo "asan-unit: $a_passed passed, $a_failed failed, $a_skipped skipped"
+echo "static: $s_passed passed, $s_failed failed, $s_skipped skipped"
 echo "ctest: $c_passed passed, $c_failed failed, $c_skipped skipped"
 echo "e2e: $e_passed passed, $e_failed failed, $e_skipped skipped"
-echo "all: $((a_passed + c_passed + e_passed)) passed, $failed failed, $((a_skipped + c_skipped + e_skipped)) skipped"
+echo "all: $((a_passed + s_passed + c_passed + e_passed)) passed, $failed failed," \
+  "$((a_skipped + s_skipped + c_skipped + e_skipped)) skipped"
 exit "$rc"

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -28,7 +29,8 @@ namespace {
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
+  size_t i = std::min(v.size() - 1,
+                      static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))));
   return v[i];
 }
 
@@ -83,6 +85,6 @@ int main(int argc, char** argv) {
   std::printf("  unprepare p50 %.2f ms  p99 %.2f ms\n", Percentile(unprep_ms, 0.5),
               Percentile(unprep_ms, 0.99));
   std::printf("  claims/s (prepare+unprepare): %.1f\n", claims / seconds);
-  std::printf("  plugin peak RSS: %.1f MiB\n", rss / 1024.0);
+  std::printf("  plugin peak RSS: %.1f MiB\n", static_cast<double>(rss) / 1024.0);
   return 0;
 }

@@ -71,7 +71,9 @@ Sample Measure(pid_t pid) {
 }
 
 void Print(const char* label, const Sample& s) {
-  auto mib = [&](const char* k) { return s.kib.count(k) ? s.kib.at(k) / 1024.0 : -1.0; };
+  auto mib = [&](const char* k) {
+    return s.kib.count(k) ? static_cast<double>(s.kib.at(k)) / 1024.0 : -1.0;
+  };
   std::printf("  %-22s %7.1f %7.1f %8.1f %8.1f %9.1f %6zu\n", label, mib("VmHWM"), mib("VmRSS"),
               mib("RssAnon"), mib("RssFile"), mib("RssShmem"), s.libraries.size());
 }
@@ -111,13 +113,13 @@ int main(int argc, char** argv) {
               "RssShmem", "libs");
   Print("after startup", started);
   Print(absl::StrCat("after ", prepares, " prepares").c_str(), after);
-  double peak = after.kib["VmHWM"] / 1024.0;
+  double peak = static_cast<double>(after.kib["VmHWM"]) / 1024.0;
   std::printf("  budget %.0f MiB peak RSS: %s (%.1f MiB)\n", kBudgetMiB,
               peak <= kBudgetMiB ? "within" : "OVER", peak);
   if (list_libraries) {
     std::printf("  resident file pages by mapped file (after the prepares):\n");
     for (const auto& [path, kib] : after.rss_by_file_kib) {
-      std::printf("    %7.1f MiB  %s\n", kib / 1024.0, path.c_str());
+      std::printf("    %7.1f MiB  %s\n", static_cast<double>(kib) / 1024.0, path.c_str());
     }
   }
   return 0;

@@ -96,8 +96,8 @@ struct RunResult {
 
 double Percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
-  std::nth_element(v.begin(), v.begin() + i, v.end());
+  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
   return v[i];
 }
 
@@ -232,7 +232,8 @@ int main(int argc, char** argv) {
     double p99 = Percentile(lat, 0.99);
     std::printf(
         "clients=%-3d reviews=%-8llu %.0f reviews/s  p50=%.0f us  p99=%.0f us  errors=%llu\n",
-        clients, static_cast<unsigned long long>(r.reviews), r.reviews / r.seconds, p50, p99,
+        clients, static_cast<unsigned long long>(r.reviews),
+        static_cast<double>(r.reviews) / r.seconds, p50, p99,
         static_cast<unsigned long long>(r.errors));
     std::fflush(stdout);
   }

@@ -69,7 +69,8 @@ absl::StatusOr<Kind> ParseKind(absl::string_view kind) {
         absl::StrCat("invalid kind \"", kind, "\": expected <vendor>/<class>"));
   }
   Kind out{std::string(kind.substr(0, slash)), std::string(kind.substr(slash + 1))};
-  for (absl::Status s : {ValidateVendorName(out.vendor), ValidateClassName(out.class_name)}) {
+  for (const absl::Status& s :
+       {ValidateVendorName(out.vendor), ValidateClassName(out.class_name)}) {
     if (!s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("invalid kind \"", kind, "\": ", s.message()));
     }

@@ -110,19 +110,19 @@ absl::Status DecodeString(const Json& j, const std::string& path, std::string* o
 template <typename T>
 absl::Status DecodeInteger(const Json& j, const std::string& path, T* out) {
   if (!j.is_number_integer()) return TypeError(path, "integer", j);
-  constexpr auto lo = std::numeric_limits<T>::min();
-  constexpr auto hi = std::numeric_limits<T>::max();
+  constexpr auto kLo = std::numeric_limits<T>::min();
+  constexpr auto kHi = std::numeric_limits<T>::max();
   bool in_range;
   if (j.is_number_unsigned()) {
-    in_range = j.get<uint64_t>() <= static_cast<uint64_t>(hi);
+    in_range = j.get<uint64_t>() <= static_cast<uint64_t>(kHi);
   } else {
     const int64_t v = j.get<int64_t>();
-    in_range = v >= static_cast<int64_t>(lo) &&
-               (v < 0 || static_cast<uint64_t>(v) <= static_cast<uint64_t>(hi));
+    in_range = v >= static_cast<int64_t>(kLo) &&
+               (v < 0 || static_cast<uint64_t>(v) <= static_cast<uint64_t>(kHi));
   }
   if (!in_range) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", j.dump(), " is out of range [", lo, ", ", hi, "]"));
+        absl::StrCat(path, ": ", j.dump(), " is out of range [", kLo, ", ", kHi, "]"));
   }
   *out =
       j.is_number_unsigned() ? static_cast<T>(j.get<uint64_t>()) : static_cast<T>(j.get<int64_t>());

@@ -12,7 +12,7 @@
 namespace dra::cdi {
 namespace {
 
-constexpr size_t kMaxAnnotationsBytes = 256 * 1024;
+constexpr size_t kMaxAnnotationsBytes = size_t{256} * 1024;
 
 absl::Status FieldError(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));

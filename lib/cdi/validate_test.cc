@@ -132,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"AnnotationsTooLarge",
                     [](Spec& s) {
                       s.version = "0.6.0";
-                      s.annotations = {{"a", std::string(256 * 1024, 'x')}};
+                      s.annotations = {{"a", std::string(size_t{256} * 1024, 'x')}};
                     },
                     "annotations: total size 262145 bytes exceeds 262144"}),
     [](const ::testing::TestParamInfo<InvalidCase>& info) { return info.param.name; });

@@ -84,7 +84,7 @@ Checkpoint::Checkpoint(std::string dir, std::string boot_id, Options options)
       clock_(options_.clock ? options_.clock : RealClock::Get()) {}
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(std::string dir,
-                                                             std::string boot_id_path,
+                                                             const std::string& boot_id_path,
                                                              Options options) {
   const std::string context = absl::StrCat("open checkpoint in ", dir);
   if (dir.empty()) return absl::InvalidArgumentError("checkpoint directory must not be empty");
@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(std::string dir,
     return absl::FailedPreconditionError(
         absl::StrCat("node boot ID in ", boot_id_path, " is empty"));
   }
-  std::unique_ptr<Checkpoint> cp(new Checkpoint(std::move(dir), std::move(boot_id), options));
+  std::unique_ptr<Checkpoint> cp(
+      new Checkpoint(std::move(dir), std::move(boot_id), std::move(options)));
 
   absl::StatusOr<FileLock> lock = FileLock::Acquire(cp->lock_path_, cp->options_.lock_timeout);
   if (!lock.ok()) return Annotate(lock.status(), context);

@@ -119,7 +119,7 @@ class Checkpoint {
   // checkpoint (creating an empty one when there is none), applying the boot ID rule and the
   // corruption policy above. FailedPrecondition for a newer format version.
   static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(
-      std::string dir, std::string boot_id_path = kDefaultBootIdPath, Options options = {});
+      std::string dir, const std::string& boot_id_path = kDefaultBootIdPath, Options options = {});
 
   // The claim with this uid, or nullopt when there is none.
   absl::StatusOr<std::optional<PreparedClaim>> Get(absl::string_view uid) const;

@@ -6,8 +6,8 @@
 namespace dra {
 
 RealClock* RealClock::Get() {
-  static RealClock* const clock = new RealClock();
-  return clock;
+  static RealClock* const kClock = new RealClock();
+  return kClock;
 }
 
 absl::Time RealClock::Now() { return absl::Now(); }

@@ -25,7 +25,7 @@ using Env = std::map<std::string, std::string>;
 
 struct Options {
   std::string node_name;
-  std::string namespace_ = "default";
+  std::string namespace_name = "default";
   std::string kubeconfig;
   int qps = 5;
   int64_t big = 1;
@@ -41,7 +41,7 @@ class FlagsTest : public ::testing::Test {
  protected:
   FlagsTest() : flags_("test-plugin", "test-plugin does things for tests.") {
     flags_.AddString("node-name", "NODE_NAME", &opts_.node_name, "Node to work on.");
-    flags_.AddString("namespace", "NAMESPACE", &opts_.namespace_, "Driver namespace.");
+    flags_.AddString("namespace", "NAMESPACE", &opts_.namespace_name, "Driver namespace.");
     flags_.AddString("kubeconfig", "KUBECONFIG", &opts_.kubeconfig, "Kubeconfig path.");
     flags_.AddInt("kube-api-qps", "KUBE_API_QPS", &opts_.qps, "Client QPS.");
     flags_.AddInt64("big", "BIG", &opts_.big, "A big number.");
@@ -86,7 +86,7 @@ class FlagsTest : public ::testing::Test {
 
 TEST_F(FlagsTest, DefaultsStayWithoutInput) {
   ParseOk({});
-  EXPECT_EQ(opts_.namespace_, "default");
+  EXPECT_EQ(opts_.namespace_name, "default");
   EXPECT_EQ(opts_.qps, 5);
   EXPECT_TRUE(opts_.on_by_default);
   EXPECT_EQ(opts_.period, absl::Seconds(10));
@@ -109,7 +109,7 @@ TEST_P(FlagsPrecedenceTest, CommandLineOverEnvOverDefault) {
   const PrecedenceCase& c = GetParam();
   env_ = c.env;
   ParseOk(c.args);
-  EXPECT_EQ(opts_.namespace_, c.want);
+  EXPECT_EQ(opts_.namespace_name, c.want);
   EXPECT_EQ(flags_.Source("namespace"), c.source);
 }
 
@@ -382,10 +382,10 @@ TEST_F(FlagsTest, Commands) {
   EXPECT_THAT(ParseError({"run", "extra"}), HasSubstr("arguments not supported: extra"));
   ParseOk({"--namespace", "before", "run"});
   EXPECT_EQ(flags_.command(), "run");
-  EXPECT_EQ(opts_.namespace_, "before");
+  EXPECT_EQ(opts_.namespace_name, "before");
   ParseOk({"check", "--namespace=after"});
   EXPECT_EQ(flags_.command(), "check");
-  EXPECT_EQ(opts_.namespace_, "after");
+  EXPECT_EQ(opts_.namespace_name, "after");
   EXPECT_THAT(flags_.Help(), AllOf(HasSubstr("Usage: test-plugin [flags] <command> [flags]"),
                                    HasSubstr("  run     Run the daemon.\n"),
                                    HasSubstr("  check   Check health.\n")));

@@ -54,7 +54,10 @@ absl::Status ErrnoToStatus(int errno_value, View context) {
 // into `lhs`, which may be a declaration ("auto x") or an existing lvalue.
 #define ASSIGN_OR_RETURN(lhs, expr) \
   DRA_ASSIGN_OR_RETURN_IMPL_(DRA_STATUS_CONCAT_(dra_statusor_, __LINE__), lhs, expr)
+// `tmp` names a variable and `lhs` may be a declaration (`auto x`): neither can take parentheses.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define DRA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                               \
   if (!tmp.ok()) return std::move(tmp).status();   \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -89,7 +89,7 @@ absl::Status CountedStatus(absl::Status s) {
   return s;
 }
 
-absl::Status ReturnIfErrorUser(absl::Status first, bool* reached_end) {
+absl::Status ReturnIfErrorUser(const absl::Status& first, bool* reached_end) {
   RETURN_IF_ERROR(CountedStatus(first));
   *reached_end = true;
   return absl::OkStatus();
@@ -112,7 +112,7 @@ TEST(ReturnIfErrorTest, ContinuesOnOk) {
   EXPECT_EQ(g_calls, 1);
 }
 
-absl::StatusOr<int> ReturnIfErrorInStatusOr(absl::Status s) {
+absl::StatusOr<int> ReturnIfErrorInStatusOr(const absl::Status& s) {
   RETURN_IF_ERROR(s);
   return 7;
 }
@@ -128,7 +128,7 @@ absl::StatusOr<std::unique_ptr<int>> MakeInt(absl::StatusOr<int> v) {
   return std::make_unique<int>(*v);
 }
 
-absl::StatusOr<int> SumTwo(absl::StatusOr<int> a, absl::StatusOr<int> b) {
+absl::StatusOr<int> SumTwo(const absl::StatusOr<int>& a, const absl::StatusOr<int>& b) {
   ASSIGN_OR_RETURN(std::unique_ptr<int> pa, MakeInt(a));  // declaration, move-only type
   int sum = 0;
   ASSIGN_OR_RETURN(sum, b);  // existing lvalue

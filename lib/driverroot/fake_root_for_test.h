@@ -50,7 +50,7 @@ class FakeRoot {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, Abs(in_root).c_str(), sizeof(addr.sun_path) - 1);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    (void)::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));  // a socket file is enough
     ::close(fd);
   }
   // mknod a character device; false when not permitted (not root).

@@ -11,7 +11,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A claim config entry: `kind` with MPS sharing and these mpsConfig fields, for all requests.
-nlohmann::json MpsEntry(nlohmann::json mps_config, const std::string& kind = "GpuConfig") {
+nlohmann::json MpsEntry(const nlohmann::json& mps_config, const std::string& kind = "GpuConfig") {
   nlohmann::json sharing = {{"strategy", "MPS"}};
   if (!mps_config.is_null()) sharing["mpsConfig"] = mps_config;
   return nlohmann::json::array({{{"source", "FromClaim"},

@@ -214,7 +214,7 @@ class DeviceStateTest : public ::testing::Test {
 };
 
 // A claim config entry: GpuConfig with the given sharing (null: none), for all requests.
-inline nlohmann::json GpuConfigEntry(nlohmann::json sharing) {
+inline nlohmann::json GpuConfigEntry(const nlohmann::json& sharing) {
   nlohmann::json params = {{"apiVersion", "resource.nvidia.com/v1beta1"}, {"kind", "GpuConfig"}};
   if (!sharing.is_null()) params["sharing"] = sharing;
   return nlohmann::json::array(

@@ -75,7 +75,7 @@ DriverMetrics::DriverMetrics(metrics::Registry* r, const std::string& driver,
   }
 }
 
-GpuDriver::GpuDriver(DeviceState* state, std::string plugin_data_dir, DriverMetrics* metrics,
+GpuDriver::GpuDriver(DeviceState* state, const std::string& plugin_data_dir, DriverMetrics* metrics,
                      absl::Duration lock_timeout)
     : state_(state),
       lock_path_(plugin_data_dir + "/pu.lock"),

@@ -42,7 +42,7 @@ class GpuDriver : public kubeletplugin::DraDriver {
  public:
   // `state` and `metrics` must outlive the driver.
   // `lock_timeout` bounds the wait for pu.lock of calls without a deadline.
-  GpuDriver(DeviceState* state, std::string plugin_data_dir, DriverMetrics* metrics,
+  GpuDriver(DeviceState* state, const std::string& plugin_data_dir, DriverMetrics* metrics,
             absl::Duration lock_timeout = absl::Seconds(10));
 
   absl::StatusOr<std::map<std::string, kubeletplugin::PrepareResult>> PrepareResourceClaims(

@@ -40,7 +40,7 @@ class HealthServer::Service final : public healthpb::Health::Service {
 };
 
 absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port,
-                                                                  std::string dra_socket) {
+                                                                  const std::string& dra_socket) {
   auto h = std::unique_ptr<HealthServer>(new HealthServer());
   h->service_ = std::make_unique<Service>(dra_socket);
   grpc::ServerBuilder builder;

@@ -17,7 +17,8 @@ namespace dra::gpu {
 class HealthServer {
  public:
   // `port` 0 picks a free port. `dra_socket` is the absolute path of the plugin's DRA socket.
-  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(int port, std::string dra_socket);
+  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(int port,
+                                                             const std::string& dra_socket);
   ~HealthServer();
   void Stop();
   int port() const { return port_; }

@@ -95,7 +95,7 @@ constexpr char kRoot[] = "resource.kubernetes.io/pcieRoot";
 constexpr char kNuma[] = "resource.kubernetes.io/numaNode";
 
 const ProfileCase& H100() {
-  static const ProfileCase c{
+  static const ProfileCase kCase{
       "h100-8x",
       {{"0000:18:00.0", Under("pci0000:15/0000:15:01.0/0000:18:00.0"), "0"},
        {"0000:2a:00.0", Under("pci0000:26/0000:26:01.0/0000:2a:00.0"), "0"},
@@ -121,7 +121,7 @@ const ProfileCase& H100() {
          {"addressingMode", "string:HMM"}},
         {{"memory", "81559Mi"}},
         std::nullopt}}};
-  return c;
+  return kCase;
 }
 
 StringMap A100MigAttributes(const std::string& parent_uuid, const std::string& profile,
@@ -143,7 +143,7 @@ StringMap A100MigAttributes(const std::string& parent_uuid, const std::string& p
 }
 
 const ProfileCase& A100Mig() {
-  static const ProfileCase c{
+  static const ProfileCase kCase{
       "a100-mig-4x",
       {{"0000:07:00.0", Under("pci0000:00/0000:00:01.1/0000:03:00.0/0000:07:00.0"), "0"},
        {"0000:0f:00.0", Under("pci0000:00/0000:00:01.2/0000:0b:00.0/0000:0f:00.0"), "0"},
@@ -180,11 +180,11 @@ const ProfileCase& A100Mig() {
          {"memorySlice6", "1"},
          {"memorySlice7", "1"}},
         std::make_pair(2u, 4u)}}};
-  return c;
+  return kCase;
 }
 
 const ProfileCase& T4() {
-  static const ProfileCase c{
+  static const ProfileCase kCase{
       "t4-2x",
       // A cloud VM: no NUMA affinity (-1), so no numaNode; no addressing mode either.
       {{"0000:00:04.0", Under("pci0000:00/0000:00:04.0"), "-1"},
@@ -203,32 +203,33 @@ const ProfileCase& T4() {
          {kRoot, "string:pci0000:00"}},
         {{"memory", "15Gi"}},
         std::nullopt}}};
-  return c;
+  return kCase;
 }
 
 const ProfileCase& Gb200() {
-  static const ProfileCase c{"gb200-4x",
-                             {{"0008:01:00.0", Under("pci0008:00/0008:00:00.0/0008:01:00.0"), "0"},
-                              {"0009:01:00.0", Under("pci0009:00/0009:00:00.0/0009:01:00.0"), "0"},
-                              {"0018:01:00.0", Under("pci0018:00/0018:00:00.0/0018:01:00.0"), "1"},
-                              {"0019:01:00.0", Under("pci0019:00/0019:00:00.0/0019:01:00.0"), "1"}},
-                             {"gpu-0", "gpu-1", "gpu-2", "gpu-3"},
-                             {{"gpu-2",
-                               {{"type", "string:gpu"},
-                                {"uuid", "string:GPU-e7fd1343-c75d-4f1d-95b0-80a33751b52d"},
-                                {"productName", "string:NVIDIA GB200"},
-                                {"brand", "string:Nvidia"},
-                                {"architecture", "string:Blackwell"},
-                                {"cudaComputeCapability", "version:10.0.0"},
-                                {"driverVersion", "version:580.126.20"},
-                                {"cudaDriverVersion", "version:13.0.0"},
-                                {kPci, "string:0018:01:00.0"},
-                                {kRoot, "string:pci0018:00"},
-                                {kNuma, "int:1"},
-                                {"addressingMode", "string:ATS"}},
-                               {{"memory", "189471Mi"}},
-                               std::nullopt}}};
-  return c;
+  static const ProfileCase kCase{
+      "gb200-4x",
+      {{"0008:01:00.0", Under("pci0008:00/0008:00:00.0/0008:01:00.0"), "0"},
+       {"0009:01:00.0", Under("pci0009:00/0009:00:00.0/0009:01:00.0"), "0"},
+       {"0018:01:00.0", Under("pci0018:00/0018:00:00.0/0018:01:00.0"), "1"},
+       {"0019:01:00.0", Under("pci0019:00/0019:00:00.0/0019:01:00.0"), "1"}},
+      {"gpu-0", "gpu-1", "gpu-2", "gpu-3"},
+      {{"gpu-2",
+        {{"type", "string:gpu"},
+         {"uuid", "string:GPU-e7fd1343-c75d-4f1d-95b0-80a33751b52d"},
+         {"productName", "string:NVIDIA GB200"},
+         {"brand", "string:Nvidia"},
+         {"architecture", "string:Blackwell"},
+         {"cudaComputeCapability", "version:10.0.0"},
+         {"driverVersion", "version:580.126.20"},
+         {"cudaDriverVersion", "version:13.0.0"},
+         {kPci, "string:0018:01:00.0"},
+         {kRoot, "string:pci0018:00"},
+         {kNuma, "int:1"},
+         {"addressingMode", "string:ATS"}},
+        {{"memory", "189471Mi"}},
+        std::nullopt}}};
+  return kCase;
 }
 
 // ---- Fixture: a mock driver root, a fake sysfs and an open NVML session ----

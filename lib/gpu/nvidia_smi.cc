@@ -152,7 +152,7 @@ absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv,
         AppendTail(i == 0 ? result.stdout_text : result.stderr_text, buf, static_cast<size_t>(n),
                    options.max_output_bytes);
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        Fds::CloseOne(fds.fds[i * 2]);
+        Fds::CloseOne(fds.fds[static_cast<size_t>(i) * 2]);
       }
     }
   }

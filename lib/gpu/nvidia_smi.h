@@ -36,7 +36,7 @@ struct RunProgramOptions {
   // After this the process group gets SIGKILL and the call fails with DeadlineExceeded.
   absl::Duration timeout = absl::Seconds(30);
   // Per stream; beyond it only the last `max_output_bytes` are kept.
-  size_t max_output_bytes = 64 * 1024;
+  size_t max_output_bytes = size_t{64} * 1024;
 };
 
 // Runs argv[0] (an absolute path) with `argv`, stdin from /dev/null, in its own process group,

@@ -305,7 +305,7 @@ int HealthStatus(int port) {
   request = grpc::ByteBuffer(&empty, 1);
   std::promise<grpc::Status> done;
   stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&done](grpc::Status s) { done.set_value(s); });
+                 [&done](const grpc::Status& s) { done.set_value(s); });
   grpc::Status s = done.get_future().get();
   if (!s.ok()) return -1;
   std::vector<grpc::Slice> slices;
@@ -321,7 +321,7 @@ int FreePort() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  (void)bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));  // port 0 on loopback: cannot fail
   socklen_t len = sizeof(a);
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);

@@ -22,7 +22,7 @@ constexpr char kNode[] = R"({"apiVersion":"v1","kind":"Node","metadata":{"name":
 std::unique_ptr<Client> ClientFor(const CannedHttpServer& server, ClientOptions options = {}) {
   RestConfig cfg;
   cfg.server = server.url();
-  auto c = Client::Create(cfg, options);
+  auto c = Client::Create(cfg, std::move(options));
   EXPECT_TRUE(c.ok()) << c.status();
   return std::move(*c);
 }

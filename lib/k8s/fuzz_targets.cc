@@ -14,7 +14,7 @@ namespace dra::k8s::fuzz {
 namespace {
 
 // Small enough that the corpus reaches it; the client's default is 16 MiB.
-constexpr size_t kFuzzMaxLineBytes = 64 * 1024;
+constexpr size_t kFuzzMaxLineBytes = size_t{64} * 1024;
 
 [[noreturn]] void Violation(const char* what) {
   std::fprintf(stderr, "fuzz invariant violated: %s\n", what);

@@ -54,8 +54,8 @@ class ResponseParser {
   size_t extra_bytes() const { return extra_bytes_; }
 
   // Limits on a response's head and on one chunk-size or trailer line.
-  static constexpr size_t kMaxHeadBytes = 256 * 1024;
-  static constexpr size_t kMaxLineBytes = 8 * 1024;
+  static constexpr size_t kMaxHeadBytes = size_t{256} * 1024;
+  static constexpr size_t kMaxLineBytes = size_t{8} * 1024;
 
  private:
   enum class State {

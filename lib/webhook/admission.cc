@@ -160,8 +160,8 @@ std::vector<std::string> ValidateConfigs(const json& object, bool is_template,
                                          const std::optional<std::string>& duplicate,
                                          const FeatureGates& gates, std::string* malformed) {
   std::vector<std::string> errors;
-  const char* const kClaimSteps[] = {"spec", "devices", "config"};
-  const char* const kTemplateSteps[] = {"spec", "spec", "devices", "config"};
+  static constexpr const char* kClaimSteps[] = {"spec", "devices", "config"};
+  static constexpr const char* kTemplateSteps[] = {"spec", "spec", "devices", "config"};
   std::span<const char* const> steps = is_template ? std::span<const char* const>(kTemplateSteps)
                                                    : std::span<const char* const>(kClaimSteps);
   const json* node = &object;

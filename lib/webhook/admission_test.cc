@@ -289,7 +289,7 @@ TEST(AdmissionTest, GatesDecideTimeSlicingAndMps) {
 // implemented) and the compute-domain kinds would fail every prepare or never apply.
 TEST(AdmissionTest, OnlyKindsTheGpuPluginAppliesAreAccepted) {
   auto gates = Gates();
-  auto params = [](absl::string_view kind, json extra) {
+  auto params = [](absl::string_view kind, const json& extra) {
     json p = {{"apiVersion", "resource.nvidia.com/v1beta1"}, {"kind", std::string(kind)}};
     p.update(extra);
     return Opaque("gpu.nvidia.com", p);

@@ -32,7 +32,7 @@ class CannedHttpServer {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    (void)::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));  // port 0 on loopback
     socklen_t len = sizeof(addr);
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);

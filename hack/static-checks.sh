@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The static checks the default build does not do, as one step of hack/test.sh:
+#
+#   1. the `clang` preset: every target compiled by clang with -Wthread-safety as errors
+#      (DRA_THREAD_SAFETY), so the ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotations are
+#      checked, not just written;
+#   2. clang-tidy with the repository's .clang-tidy on every translation unit of ours (lib/, cmd/,
+#      test/, bench/; not the generated protobuf code), every finding an error.
+#
+# clang-tidy results are cached: a translation unit is checked again only when its compile
+# command, its source or one of the headers it includes (ninja's dependency log of the clang
+# build), .clang-tidy or clang-tidy itself changed. Cache: $DRA_CACHE_DIR/clang-tidy (default
+# ~/.cache/dra-driver-nvidia-gpu/clang-tidy).
+#
+# Usage: hack/static-checks.sh [-j N] [FILE.cc ...]   (files: only these translation units)
+# Prints the findings, then one line "static: N passed, N failed, 0 skipped" (the build counts as
+# one check, each translation unit as one); exits non-zero on any failure.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+JOBS=$(nproc)
+if [[ ${1:-} == -j ]]; then JOBS=${2:?-j needs a number}; shift 2; fi
+CACHE=${DRA_CACHE_DIR:-$HOME/.cache/dra-driver-nvidia-gpu}/clang-tidy
+BUILD=build/clang
+mkdir -p "$CACHE"
+# ccache keys relative to the checkout, so that every clone shares the compiled objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+
+progress() { printf '[static %(%H:%M:%S)T] %s\n' -1 "$*"; }
+
+passed=0 failed=0
+t=$SECONDS
+progress "clang build with -Wthread-safety as errors ($BUILD)"
+cmake --preset clang >/dev/null
+if cmake --build --preset clang -j "$JOBS"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "static: the clang preset does not build (errors above)" >&2
+fi
+progress "clang build done in $((SECONDS - t)) s"
+
+# The translation units to check: ours, from the clang build's compile commands.
+if (($#)); then
+  units=$(printf '%s\n' "$@" | sed "s|^\\([^/]\\)|$ROOT/\\1|")
+else
+  units=$(jq -r '.[].file' "$BUILD/compile_commands.json" | grep -E "^$ROOT/(lib|cmd|test|bench)/" | sort -u)
+fi
+deps_file=$(mktemp)
+results=$(mktemp -d)
+trap 'rm -rf "$deps_file" "$results"' EXIT
+# "<object>: #deps N ..." blocks, then the dependency paths indented.
+ninja -C "$BUILD" -t deps >"$deps_file" 2>/dev/null || true
+fingerprint=$( { clang-tidy --version; cat .clang-tidy; } | sha256sum | cut -c1-16)
+
+# key <unit>: hash of the tool, the config, the unit's compile command and the contents of the
+# unit and every header the last clang build read for it, with the checkout's path taken out (so
+# that every clone shares the results). A unit without dependency data (never built) gets a
+# unique key, so it is always checked.
+key() {
+  local unit=$1 obj cmd
+  cmd=$(jq -r --arg f "$unit" '[.[] | select(.file == $f)][0] | .command' "$BUILD/compile_commands.json")
+  obj=$(sed -nE 's/.* -o ([^ ]+\.o) .*/\1/p' <<<"$cmd")
+  {
+    echo "$fingerprint ${cmd//$ROOT/@ROOT@}"
+    if [[ -n $obj ]] && grep -q "^$obj: #deps" "$deps_file"; then
+      awk -v o="$obj: #deps" 'index($0, o) == 1 {on = 1; next} /^[^ ]/ {on = 0} on && NF {print $1}' "$deps_file" |
+        sort -u | xargs -r sha256sum 2>/dev/null | sed "s|$ROOT|@ROOT@|g"
+    else
+      echo "no-deps $RANDOM$RANDOM$EPOCHREALTIME"
+    fi
+  } | sha256sum | cut -c1-32
+}
+
+# check <unit>: runs clang-tidy unless the cache says this exact input was clean.
+check() {
+  local unit=$1 k out name
+  name=$(sed "s|^$ROOT/||; s|/|_|g" <<<"$unit")
+  k=$(key "$unit")
+  if [[ -e $CACHE/$k ]]; then
+    echo cached >"$results/$name.ok"
+    return
+  fi
+  if out=$(clang-tidy -p "$BUILD" --quiet --warnings-as-errors='*' "$unit" 2>&1); then
+    : >"$CACHE/$k"
+    echo checked >"$results/$name.ok"
+  else
+    printf '%s\n' "$out" | grep -vE '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Error while processing|^Suppressed [0-9]+ warnings|^Use -header-filter' \
+      >"$results/$name.fail"
+  fi
+}
+export -f check key
+export ROOT BUILD CACHE deps_file results fingerprint
+
+t=$SECONDS
+progress "clang-tidy on $(grep -c . <<<"$units") translation units (-j $JOBS, cache $CACHE)"
+xargs -r -P "$JOBS" -I{} bash -c 'check "$@"' _ {} <<<"$units"
+for f in "$results"/*.fail; do
+  [[ -e $f ]] || continue
+  cat "$f"
+  failed=$((failed + 1))
+done
+ok=$(find "$results" -name '*.ok' | wc -l)
+passed=$((passed + ok))
+progress "clang-tidy done in $((SECONDS - t)) s: $ok clean ($(grep -l cached "$results"/*.ok 2>/dev/null | wc -l) from the cache)"
+echo "static: $passed passed, $failed failed, 0 skipped"
+((failed == 0))
