@@ -1,5 +1,7 @@
 #include "lib/driverroot/discovery.h"
 
+#include <filesystem>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/driverroot/fake_root_for_test.h"
@@ -57,6 +59,9 @@ class DiscoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Populate(fake_);
+    // An empty /dev of the root's own: without one the dev root is the host's (/), and the
+    // result would depend on this machine's devices.
+    std::filesystem::create_directories(fake_.Abs("/dev"));
     absl::StatusOr<std::unique_ptr<DriverRoot>> root =
         DriverRoot::Create({.root = fake_.path(), .proc_root = fake_.Abs("/proc")});
     ASSERT_TRUE(root.ok()) << root.status();
@@ -110,7 +115,7 @@ TEST_F(DiscoveryTest, FindsEverythingOnce) {
   EXPECT_THAT(files->ipc, ElementsAre(DriverFile{fake_.Abs("/run/nvidia-persistenced/socket"),
                                                  "/run/nvidia-persistenced/socket"},
                                       DriverFile{fake_.Abs("/tmp/nvidia-mps"), "/tmp/nvidia-mps"}));
-  EXPECT_THAT(files->control_devices, IsEmpty());  // no /dev in this root
+  EXPECT_THAT(files->control_devices, IsEmpty());  // an empty /dev
 }
 
 TEST_F(DiscoveryTest, WithoutAVersionUsesTheDetectedOne) {
