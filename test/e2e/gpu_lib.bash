@@ -231,11 +231,15 @@ plugin_gates() {
     select(.metadata.labels["dra-driver-nvidia-gpu-component"] == "kubelet-plugin") | .spec.containers[] |
     select(.name == "gpus") | .env[] | select(.name == "FEATURE_GATES") | .value'
 }
-# Node <name> has a Ready plugin pod, a new one when [old pod] is given, and publishes devices.
+# Node <name> has a Ready plugin pod, a new one when [old pod] is given, the kubelet has registered
+# its current container (the plugin logs the kubelet's NotifyRegistrationStatus; Ready alone only
+# says that the sockets answer, and a claim prepared before the registration fails with "driver is
+# not registered"), and the node publishes devices.
 plugin_ready() {
   local pod; pod=$(plugin_pod "$1")
   [[ -n $pod && $pod != "${2:-}" ]] || return 1
   [[ $(kubectl -n "$DRIVER_NS" get pod "$pod" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] &&
+    kubectl -n "$DRIVER_NS" logs "$pod" -c gpus 2>/dev/null | grep -q '"plugin registered with kubelet"' &&
     (($(slice_device_count "$1") > 0))
 }
 wait_plugin_ready() {
