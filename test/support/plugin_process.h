@@ -4,10 +4,13 @@
 // integration tests and benchmarks: start, stop (SIGTERM or SIGKILL), and the DRA socket.
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -72,9 +75,21 @@ class PluginProcess {
     pid_ = -1;
   }
   // Waits until the DRA socket exists (the server is up).
+  bool Connectable() const {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket().c_str(), sizeof(addr.sun_path) - 1);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    return ok;
+  }
+  // True once the DRA socket accepts a connection (its file exists from bind(), before the server
+  // listens: a call in between is refused).
   bool WaitForSocket(int timeout_ms = 20000) const {
     for (int waited = 0; waited < timeout_ms; waited += 10) {
-      if (access(socket().c_str(), F_OK) == 0) return true;
+      if (access(socket().c_str(), F_OK) == 0 && Connectable()) return true;
       usleep(10000);
     }
     return false;
