@@ -28,6 +28,17 @@ teardown() {
   clean_node "$GPU_NODE"
 }
 
+# running_gpu_pod <pod>: a running pod on $GPU_NODE with one GPU from a template claim; sets uuid
+# (the GPU it sees) and uid (its claim's UID) in the caller.
+running_gpu_pod() {
+  claim_template single-gpu
+  pod "$1" "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase "$1" Running 60
+  wait_log "$1"
+  uuid=$(gpu_uuids "$1")
+  uid=$(k get resourceclaim "$(claim_of "$1" gpu)" -o jsonpath='{.metadata.uid}')
+}
+
 # restart_sees_gpu <pod> <uuid>: the pod's container exits (SIGTERM to its shell) and the kubelet
 # starts it again, from the claim's CDI spec as it is on the node now; the new container must see
 # exactly the GPU <uuid>.
@@ -141,12 +152,7 @@ restart_sees_gpu() {
 @test "a corrupt checkpoint under a running pod: its claim is rebuilt, its container restarts with its GPU, unprepare is clean" {
   local dir uid spec uuid
   dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
-  claim_template single-gpu
-  pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
-  wait_pod_phase pod1 Running 60
-  wait_log pod1
-  uuid=$(gpu_uuids pod1)
-  uid=$(k get resourceclaim "$(claim_of pod1 gpu)" -o jsonpath='{.metadata.uid}')
+  running_gpu_pod pod1
   spec=$(cdi_spec "$GPU_NODE" "$uid")
 
   # The plugin leaves the node, its checkpoint is damaged, the plugin comes back.
@@ -175,12 +181,7 @@ restart_sees_gpu() {
 @test "switching from the Go driver: its checkpoint and CDI spec are adopted, the pod's container restarts, unprepare is clean" {
   local dir uid json yaml uuid before_events
   dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
-  claim_template single-gpu
-  pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
-  wait_pod_phase pod1 Running 60
-  wait_log pod1
-  uuid=$(gpu_uuids pod1)
-  uid=$(k get resourceclaim "$(claim_of pod1 gpu)" -o jsonpath='{.metadata.uid}')
+  running_gpu_pod pod1
   json=$(cdi_spec "$GPU_NODE" "$uid")
   yaml=${json%.json}.yaml
   before_events=$(kubectl get events -A -o json --field-selector "involvedObject.name=$GPU_NODE,reason=CheckpointAdopted" | jq '.items | length')
