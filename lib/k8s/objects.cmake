@@ -4,6 +4,7 @@ dra_library(k8s_objects
     json_decode.cc
     object_meta.cc
     objects_apps.cc
+    objects_compute_domain.cc
     objects_coordination.cc
     objects_core.cc
     objects_resource.cc
@@ -23,6 +24,7 @@ dra_test(k8s_objects_test
     json_decode_test.cc
     object_meta_test.cc
     objects_apps_test.cc
+    objects_compute_domain_test.cc
     objects_coordination_test.cc
     objects_core_test.cc
     objects_resource_claim_test.cc
