@@ -31,6 +31,8 @@ PACKAGES=(
   # the local nodes (hack/cluster/node.sh: containerd's runtime and pod network) and the busybox of
   # their workload image (hack/images)
   runc containernetworking-plugins busybox-static
+  # pods reach the API server through the `kubernetes` Service (node-host.sh: one DNAT rule)
+  iptables
 )
 
 NEED_UPDATE=0

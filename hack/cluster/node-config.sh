@@ -55,19 +55,20 @@ EOF2
   mv -f "$d/containerd.toml.tmp" "$d/containerd.toml"
 }
 
-# A bridge per node with host-local addresses. Routes only to the pod and node ranges, no default
-# route and no masquerading: pods get an IP and reach each other and the nodes, nothing else (there
-# is no network beyond this machine to reach). No portmap (hostPort): it needs iptables, and its
+# A bridge per node with host-local addresses. Routes only to the pod and node ranges and to the
+# `kubernetes` Service's ClusterIP, no default route and no masquerading: pods get an IP and reach
+# each other, the nodes and the API server, nothing else (there is no network beyond this machine
+# to reach). No portmap (hostPort): it needs iptables, and its
 # DEL fails without it.
 write_cni_config() {
   local n=$1 i d; i=$(node_index "$n"); d=$(node_conf_dir "$n")/net.d
   mkdir -p "$d"
   jq -n --arg name "$n" --arg br "$(node_bridge "$n")" --arg subnet "$POD_NET.$i.0/24" \
-    --arg pods "$POD_NET.0.0/16" --arg nodes "$NODE_IP_NET.0/24" \
+    --arg pods "$POD_NET.0.0/16" --arg nodes "$NODE_IP_NET.0/24" --arg svc "$SERVICE_FIRST_IP/32" \
     '{cniVersion: "1.0.0", name: $name, plugins: [
        {type: "bridge", bridge: $br, isGateway: true, ipMasq: false, hairpinMode: true,
         ipam: {type: "host-local", ranges: [[{subnet: $subnet}]],
-               routes: [{dst: $pods}, {dst: $nodes}]}}]}' >"$d/10-dra.conflist.tmp"
+               routes: [{dst: $pods}, {dst: $nodes}, {dst: $svc}]}}]}' >"$d/10-dra.conflist.tmp"
   mv -f "$d/10-dra.conflist.tmp" "$d/10-dra.conflist"
 }
 

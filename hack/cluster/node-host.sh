@@ -9,6 +9,15 @@ cgroup_mounts() { findmnt -rn -t cgroup,cgroup2 -o TARGET; }
 # reference that would keep them alive. And the Service range made unreachable: nothing routes it
 # here (no kube-proxy), and without this a client in a hostNetwork pod would send it to the default
 # gateway, off this machine.
+# In place of kube-proxy, one rule serves the one Service the driver needs: a pod's connection to
+# the `kubernetes` Service ($SERVICE_FIRST_IP:443) is sent to the API server's address for pods
+# ($APISERVER_POD_IP:$APISERVER_PORT), so in-cluster clients (the driver's pods, and the ComputeDomain
+# daemon pods its controller creates) use the standard KUBERNETES_SERVICE_HOST/PORT the kubelet
+# gives them. Pods have a route to that address (node-config.sh); hostNetwork pods do not use it.
+service_dnat_rule() {
+  echo PREROUTING -d "$SERVICE_FIRST_IP/32" -p tcp --dport 443 -j DNAT \
+    --to-destination "$APISERVER_POD_IP:$APISERVER_PORT" -m comment --comment dra-kubernetes-service
+}
 host_setup_shared() {
   mkdir -p "$NODE_RUN_ROOT" "$NODE_STATE_ROOT"
   if ! mountpoint -q "$NODE_RUN_ROOT"; then
@@ -16,6 +25,9 @@ host_setup_shared() {
     mount --make-private "$NODE_RUN_ROOT"
   fi
   ip route replace unreachable "$SERVICE_CIDR"
+  # shellcheck disable=SC2046
+  iptables -t nat -C $(service_dnat_rule) 2>/dev/null || iptables -t nat -A $(service_dnat_rule) ||
+    die "cannot add the iptables DNAT rule for the kubernetes Service (needs root and iptables)"
   # The CNI bridge plugin turns on IPv4 forwarding (pod to pod across nodes); put back what was.
   [[ -s $NODE_RUN_ROOT/.ip_forward ]] || cat /proc/sys/net/ipv4/ip_forward >"$NODE_RUN_ROOT/.ip_forward"
 }
@@ -27,6 +39,8 @@ host_teardown_shared() {
   rm -rf "$NODE_RUN_ROOT"
   rmdir "$NODE_STATE_ROOT" "$CLUSTER_DIR/nodes" 2>/dev/null || true
   ip route del unreachable "$SERVICE_CIDR" 2>/dev/null || true
+  # shellcheck disable=SC2046
+  while iptables -t nat -D $(service_dnat_rule) 2>/dev/null; do :; done
 }
 
 host_setup_node() {
