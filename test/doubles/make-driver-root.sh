@@ -6,6 +6,8 @@
 #   <dir>/usr/lib/<arch>-linux-gnu/libnvidia-ml.so.1 -> libnvidia-ml.so.<driver version>
 #   <dir>/usr/bin/nvidia-smi                                           the fake nvidia-smi
 #   <dir>/usr/bin/nvidia-cuda-mps-control                              the fake MPS control
+#   <dir>/usr/bin/nvidia-imex, nvidia-imex-ctl                         the fake IMEX daemon and
+#                                                                      its control tool
 #   <dir>/var/lib/mock-nvml/profile.json                               the node profile
 #   <dir>/var/lib/mock-nvml/state.json, state.lock                     mutable state (by the mock)
 #   <dir>/dev/nvidiactl, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia<minor>...
@@ -15,6 +17,10 @@
 #   <dir>/proc/devices, <dir>/proc/driver/nvidia/...,
 #   <dir>/proc/driver/nvidia-caps/mig-minors                           (by the mock, see
 #                                                                       mock-nvml/materialize.h)
+#   <dir>/proc/driver/nvidia/capabilities/fabric-imex-mgmt,
+#   <dir>/dev/nvidia-caps/nvidia-cap0                                  IMEX management capability
+#                                                                      (by the mock, fabric
+#                                                                      profiles only)
 #
 # Only libnvidia-ml.so.1 is created, no libnvidia-ml.so: the product looks for the .so.1 name
 # only (docs/compatibility.md "Driver root"), and the versioned file behind the link is what a
@@ -22,8 +28,9 @@
 # Device nodes are character devices with the driver's numbers when run as root (195 for
 # nvidia*, the mock's /proc/devices majors for nvidia-uvm and nvidia-caps), else empty files.
 #
-# Usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--reset-state]
-#                            <profile> <dir>
+# Usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--imex PATH]
+#                            [--imex-ctl PATH] [--clique-id N] [--cluster-uuid UUID]
+#                            [--reset-state] <profile> <dir>
 #   <profile>      a profile file, or a name under test/doubles/profiles/ (e.g. h100-8x)
 #   --lib PATH     the built mock library (default: $MOCK_NVML_LIBRARY, else
 #                  build/default/test/doubles/mock-nvml/libnvidia-ml.so.1 in this checkout)
@@ -32,10 +39,22 @@
 #   --mps-control PATH  the built fake nvidia-cuda-mps-control (default: $MOCK_MPS_CONTROL, else
 #                  build/default/test/doubles/mps-control/nvidia-cuda-mps-control; a missing
 #                  default is skipped with a warning, a missing explicit path is an error)
+#   --imex PATH    the built fake nvidia-imex (default: $MOCK_NVIDIA_IMEX, else
+#                  build/default/test/doubles/imex/nvidia-imex; missing default: skipped with a
+#                  warning, missing explicit path: an error)
+#   --imex-ctl PATH  the built fake nvidia-imex-ctl (default: $MOCK_NVIDIA_IMEX_CTL, else
+#                  build/default/test/doubles/imex/nvidia-imex-ctl; same rules as --imex)
+#   --clique-id N  installs the profile with the NVLink clique ID of every GPU's fabric info set
+#                  to N (a decimal uint32), so that several roots (nodes) can be in the same or in
+#                  different cliques; default: the profile's value. The profile must have fabric
+#                  info ("fabric" objects).
+#   --cluster-uuid UUID  likewise for the fabric cluster UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)
 #   --reset-state  forget MIG instances and settings changed since the profile was installed
 #
 # Idempotent: running it again leaves the same tree. state.json is kept unless --reset-state is
-# given or the profile differs from the installed one.
+# given or the profile differs from the installed one (a changed --clique-id or --cluster-uuid
+# counts as a different profile). var/lib/mock-nvml/profile.json is the profile as installed,
+# with the fabric patches applied.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -44,6 +63,12 @@ lib=${MOCK_NVML_LIBRARY:-$repo/build/default/test/doubles/mock-nvml/libnvidia-ml
 smi=${MOCK_NVIDIA_SMI:-$repo/build/default/test/doubles/nvidia-smi/nvidia-smi}
 mps_control=${MOCK_MPS_CONTROL:-}
 mps_control_default=$repo/build/default/test/doubles/mps-control/nvidia-cuda-mps-control
+imex=${MOCK_NVIDIA_IMEX:-}
+imex_default=$repo/build/default/test/doubles/imex/nvidia-imex
+imex_ctl=${MOCK_NVIDIA_IMEX_CTL:-}
+imex_ctl_default=$repo/build/default/test/doubles/imex/nvidia-imex-ctl
+clique_id=
+cluster_uuid=
 reset_state=0
 
 die() {
@@ -57,13 +82,26 @@ while (($#)); do
     --lib) lib=${2:?--lib needs a path}; shift 2 ;;
     --smi) smi=${2:?--smi needs a path}; shift 2 ;;
     --mps-control) mps_control=${2:?--mps-control needs a path}; shift 2 ;;
+    --imex) imex=${2:?--imex needs a path}; shift 2 ;;
+    --imex-ctl) imex_ctl=${2:?--imex-ctl needs a path}; shift 2 ;;
+    --clique-id) clique_id=${2:?--clique-id needs a number}; shift 2 ;;
+    --cluster-uuid) cluster_uuid=${2:?--cluster-uuid needs a UUID}; shift 2 ;;
     --reset-state) reset_state=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) args+=("$1"); shift ;;
   esac
 done
-((${#args[@]} == 2)) || die "usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--reset-state] <profile> <dir>"
+((${#args[@]} == 2)) || die "usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--imex PATH] [--imex-ctl PATH] [--clique-id N] [--cluster-uuid UUID] [--reset-state] <profile> <dir>"
+if [[ -n $clique_id ]]; then
+  [[ $clique_id =~ ^[0-9]+$ ]] && ((${#clique_id} <= 10 && 10#$clique_id <= 4294967295)) ||
+    die "--clique-id $clique_id: want a decimal number from 0 to 4294967295"
+  clique_id=$((10#$clique_id))
+fi
+if [[ -n $cluster_uuid ]]; then
+  [[ $cluster_uuid =~ ^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$ ]] ||
+    die "--cluster-uuid $cluster_uuid: want a UUID like dd6ffbfa-8abc-4492-a855-efc01b31186c"
+fi
 
 profile=${args[0]}
 if [[ ! -f $profile ]]; then
@@ -78,6 +116,33 @@ elif [[ -f $mps_control_default ]]; then
   mps_control=$mps_control_default
 else
   echo "make-driver-root: warning: no fake nvidia-cuda-mps-control at $mps_control_default (build the nvidia_cuda_mps_control target); MPS sharing will not work in this root" >&2
+fi
+# pick_double VAR DEFAULT NAME TARGET: an explicit path must exist; a missing default is skipped.
+pick_double() {
+  local -n path=$1
+  if [[ -n $path ]]; then
+    [[ -f $path ]] || die "no fake $3 at $path (build the $4 target)"
+  elif [[ -f $2 ]]; then
+    path=$2
+  else
+    echo "make-driver-root: warning: no fake $3 at $2 (build the $4 target); IMEX daemons will not work in this root" >&2
+  fi
+}
+pick_double imex "$imex_default" nvidia-imex fake_nvidia_imex
+pick_double imex_ctl "$imex_ctl_default" nvidia-imex-ctl fake_nvidia_imex_ctl
+
+# The fabric patches: a copy of the profile with every "cluster_uuid" / "clique_id" replaced
+# (the profiles are pretty-printed, one member per line).
+if [[ -n $clique_id || -n $cluster_uuid ]]; then
+  grep -q '"fabric"[[:space:]]*:' "$profile" ||
+    die "--clique-id/--cluster-uuid: profile $profile has no fabric info to patch"
+  patched=$(mktemp "${TMPDIR:-/tmp}/make-driver-root-profile.XXXXXX")
+  trap 'rm -f "$patched"' EXIT
+  sed_args=()
+  [[ -z $clique_id ]] || sed_args+=(-e "s/(\"clique_id\"[[:space:]]*:[[:space:]]*)[0-9]+/\1$clique_id/")
+  [[ -z $cluster_uuid ]] || sed_args+=(-e "s/(\"cluster_uuid\"[[:space:]]*:[[:space:]]*)\"[^\"]*\"/\1\"${cluster_uuid,,}\"/")
+  sed -E "${sed_args[@]}" "$profile" >"$patched"
+  profile=$patched
 fi
 
 mkdir -p "${args[1]}"
@@ -123,6 +188,12 @@ ln -sfn "libnvidia-ml.so.$version" "$libdir/libnvidia-ml.so.1"
 install_file "$smi" "$root/usr/bin/nvidia-smi" 0755
 if [[ -n $mps_control ]]; then
   install_file "$mps_control" "$root/usr/bin/nvidia-cuda-mps-control" 0755
+fi
+if [[ -n $imex ]]; then
+  install_file "$imex" "$root/usr/bin/nvidia-imex" 0755
+fi
+if [[ -n $imex_ctl ]]; then
+  install_file "$imex_ctl" "$root/usr/bin/nvidia-imex-ctl" 0755
 fi
 
 if ! cmp -s "$profile" "$root/var/lib/mock-nvml/profile.json"; then

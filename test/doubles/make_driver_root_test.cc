@@ -1,5 +1,6 @@
 // make-driver-root.sh: the layout it creates, device node types and numbers, idempotence, state
-// handling and errors.
+// handling, the fabric patches (--clique-id, --cluster-uuid), the IMEX fakes (--imex,
+// --imex-ctl) and errors.
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -176,6 +177,76 @@ TEST(MakeDriverRootTest, ProfileByPathAndErrors) {
   ASSERT_TRUE(usage.ok());
   EXPECT_EQ(usage->exit_code, 1);
   EXPECT_THAT(usage->output, HasSubstr("usage: make-driver-root.sh"));
+}
+
+// The script run directly, with this build's doubles and `extra` options before the operands.
+absl::StatusOr<dra::testing::CommandResult> RunScript(const std::vector<std::string>& extra,
+                                                      const std::string& profile,
+                                                      const std::string& dir) {
+  std::vector<std::string> argv = {dra::testing::MakeDriverRootScript(), "--lib",
+                                   dra::testing::MockNvmlLibraryPath(), "--smi",
+                                   dra::testing::FakeNvidiaSmiPath()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back(profile);
+  argv.push_back(dir);
+  return dra::testing::RunCommand(argv);
+}
+
+// Two nodes of one cluster in different cliques: every GPU's fabric info carries the patched
+// values (as NVML reports them, through nvidia-smi -q), the IMEX fakes are installed, and the
+// IMEX management capability is there.
+TEST(MakeDriverRootTest, FabricPatchesAndImexBinaries) {
+  dra::testing::TempDir dir;
+  const std::string root = dir.path() + "/root";
+  const std::string imex = dir.path() + "/imex", ctl = dir.path() + "/imex-ctl";
+  std::ofstream(imex) << "#!/bin/sh\necho imex\n";
+  std::ofstream(ctl) << "#!/bin/sh\necho READY\n";
+  auto made = RunScript({"--clique-id", "0042", "--cluster-uuid",
+                         "AAAAAAAA-1111-2222-3333-444444444444", "--imex", imex, "--imex-ctl", ctl},
+                        "gb200-4x", root);
+  ASSERT_TRUE(made.ok());
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  const std::string installed = Read(root + "/var/lib/mock-nvml/profile.json");
+  EXPECT_THAT(installed, HasSubstr("\"clique_id\": 42"));
+  EXPECT_THAT(installed, HasSubstr("\"cluster_uuid\": \"aaaaaaaa-1111-2222-3333-444444444444\""));
+  EXPECT_THAT(installed, ::testing::Not(HasSubstr("\"clique_id\": 7")));
+  EXPECT_EQ(::access((root + "/usr/bin/nvidia-imex").c_str(), X_OK), 0);
+  EXPECT_EQ(Read(root + "/usr/bin/nvidia-imex-ctl"), "#!/bin/sh\necho READY\n");
+  EXPECT_EQ(Read(root + "/proc/driver/nvidia/capabilities/fabric-imex-mgmt"),
+            "DeviceFileMinor: 0\nDeviceFileMode: 256\nDeviceFileModify: 1\n");
+  ExpectCharDevice(root + "/dev/nvidia-caps/nvidia-cap0", mock_nvml::kNvidiaCapsMajor,
+                   mock_nvml::kCapsFabricImexMgmtMinor);
+  EXPECT_THAT(Read(root + "/proc/devices"), HasSubstr(" nvidia-caps-imex-channels\n"));
+
+  // Without the options the profile's own values come back (a different profile: state reset).
+  made = RunScript({"--imex", imex, "--imex-ctl", ctl}, "gb200-4x", root);
+  ASSERT_TRUE(made.ok());
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  EXPECT_EQ(Read(root + "/var/lib/mock-nvml/profile.json"),
+            Read(dra::testing::ProfilePath("gb200-4x")));
+}
+
+TEST(MakeDriverRootTest, FabricPatchErrors) {
+  dra::testing::TempDir dir;
+  auto no_fabric = RunScript({"--clique-id", "3"}, "t4-2x", dir.path());
+  ASSERT_TRUE(no_fabric.ok());
+  EXPECT_EQ(no_fabric->exit_code, 1);
+  EXPECT_THAT(no_fabric->output, HasSubstr("has no fabric info to patch"));
+  auto bad_id = RunScript({"--clique-id", "seven"}, "gb200-4x", dir.path());
+  ASSERT_TRUE(bad_id.ok());
+  EXPECT_EQ(bad_id->exit_code, 1);
+  EXPECT_THAT(bad_id->output, HasSubstr("--clique-id seven: want a decimal number"));
+  auto too_big = RunScript({"--clique-id", "4294967296"}, "gb200-4x", dir.path());
+  ASSERT_TRUE(too_big.ok());
+  EXPECT_EQ(too_big->exit_code, 1);
+  auto bad_uuid = RunScript({"--cluster-uuid", "not-a-uuid"}, "gb200-4x", dir.path());
+  ASSERT_TRUE(bad_uuid.ok());
+  EXPECT_EQ(bad_uuid->exit_code, 1);
+  EXPECT_THAT(bad_uuid->output, HasSubstr("--cluster-uuid not-a-uuid: want a UUID"));
+  auto missing = RunScript({"--imex", dir.path() + "/nope"}, "gb200-4x", dir.path());
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->exit_code, 1);
+  EXPECT_THAT(missing->output, HasSubstr("no fake nvidia-imex at"));
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 
 namespace mock_nvml {
 
+// The IMEX management capability (proc/driver/nvidia/capabilities/fabric-imex-mgmt) of a node
+// with NVLink fabric: minor 0, which the MIG layout below never uses.
+inline constexpr unsigned int kCapsFabricImexMgmtMinor = 0;
 inline constexpr unsigned int kCapsMigConfigMinor = 1;
 inline constexpr unsigned int kCapsMigMonitorMinor = 2;
 inline constexpr unsigned int kCapsGiSlotsPerGpu = 15;

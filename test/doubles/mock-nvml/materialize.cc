@@ -230,6 +230,17 @@ void MaterializeDriverFiles(const std::string& root, const NodeSpec& spec, const
     // `old` is null for a new root and for a GPU new to the state: all its instances get nodes.
     SyncMigCapabilities(w, root, gpu, old, it->second);
   }
+  // A node with NVLink fabric exposes the IMEX management capability (the compute-domain plugin
+  // injects its node into the IMEX daemon's container).
+  bool any_fabric = false;
+  for (const GpuSpec& gpu : spec.gpus) any_fabric = any_fabric || gpu.fabric.has_value();
+  if (any_fabric) {
+    w.WriteFile(proc + "/capabilities/fabric-imex-mgmt",
+                CapabilityFile(kCapsFabricImexMgmtMinor, 0400));
+    w.MakeCharDevice(
+        root + "/dev/nvidia-caps/nvidia-cap" + std::to_string(kCapsFabricImexMgmtMinor),
+        kNvidiaCapsMajor, kCapsFabricImexMgmtMinor);
+  }
   if (!any_mig) return;
   w.WriteFile(proc + "/capabilities/mig/config", CapabilityFile(kCapsMigConfigMinor, 0400));
   w.WriteFile(proc + "/capabilities/mig/monitor", CapabilityFile(kCapsMigMonitorMinor, 0444));
