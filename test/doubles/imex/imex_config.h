@@ -13,11 +13,11 @@
 namespace fake_imex {
 
 struct ImexConfig {
-  int server_port = 50000;            // SERVER_PORT: peer connections
-  std::string node_config_file;       // IMEX_NODE_CONFIG_FILE: names or IPs, one a line
-  std::string cmd_bind_ip;            // IMEX_CMD_BIND_INTERFACE_IP; "" or 0.0.0.0: all
-  int cmd_port = 50005;               // IMEX_CMD_PORT: the ctl query port
-  std::string bind_ip;                // BIND_INTERFACE_IP: own peer address; "" derives it
+  int server_port = 50000;       // SERVER_PORT: peer connections
+  std::string node_config_file;  // IMEX_NODE_CONFIG_FILE: names or IPs, one a line
+  std::string cmd_bind_ip;       // IMEX_CMD_BIND_INTERFACE_IP; "" or 0.0.0.0: all
+  int cmd_port = 50005;          // IMEX_CMD_PORT: the ctl query port
+  std::string bind_ip;           // BIND_INTERFACE_IP: own peer address; "" derives it
 };
 
 // Parses the file text. Blank lines and lines starting with '#' are skipped; other lines must be

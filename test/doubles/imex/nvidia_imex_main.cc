@@ -97,8 +97,8 @@ class FakeImex {
       Log("command port: " + err);
       return 1;
     }
-    Log("listening as " + self_ip_ + ":" + std::to_string(config_.server_port) +
-        ", command port " + cmd_ip + ":" + std::to_string(config_.cmd_port));
+    Log("listening as " + self_ip_ + ":" + std::to_string(config_.server_port) + ", command port " +
+        cmd_ip + ":" + std::to_string(config_.cmd_port));
     for (;;) {
       TryConnects();
       if (!PollOnce()) break;
@@ -143,7 +143,8 @@ class FakeImex {
     }
     if (self_ip_.empty()) {
       Log("cannot tell my own address: no BIND_INTERFACE_IP, no IMEX_CMD_BIND_INTERFACE_IP and "
-          "no bindable node in " + config_.node_config_file);
+          "no bindable node in " +
+          config_.node_config_file);
       return false;
     }
     UpdatePeerSet();
@@ -316,8 +317,7 @@ class FakeImex {
       if (out_ok && in_ok) continue;
       auto name = resolved_.find(ip);
       missing += " " + (name == resolved_.end() ? ip : name->second) + "(" + ip + ":" +
-                 (out_ok ? "" : "out") + (!out_ok && !in_ok ? "+" : "") + (in_ok ? "" : "in") +
-                 ")";
+                 (out_ok ? "" : "out") + (!out_ok && !in_ok ? "+" : "") + (in_ok ? "" : "in") + ")";
     }
     return missing.empty() ? "READY" : "NOT_READY" + missing;
   }

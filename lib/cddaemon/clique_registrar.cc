@@ -1,0 +1,188 @@
+#include "lib/cddaemon/clique_registrar.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+#include "lib/k8s/errors.h"
+
+namespace dra::cddaemon {
+namespace {
+
+using k8s::ComputeDomainClique;
+
+k8s::ListOptions NameSelector(const std::string& name) {
+  k8s::ListOptions o;
+  o.field_selector = absl::StrCat("metadata.name=", name);
+  return o;
+}
+
+}  // namespace
+
+CliqueRegistrar::CliqueRegistrar(k8s::Client* client, CliqueRegistrarOptions options,
+                                 DaemonsCallback callback)
+    : client_(client),
+      options_(std::move(options)),
+      name_(k8s::CliqueObjectName(options_.compute_domain_uid, options_.me.clique_id)),
+      callback_(std::move(callback)),
+      informer_(client, options_.namespace_name, NameSelector(name_), options_.resync) {
+  auto wake = [this](const auto&...) { Wake(); };
+  informer_.AddHandlers({.on_add = wake, .on_update = wake, .on_delete = wake});
+}
+
+CliqueRegistrar::~CliqueRegistrar() { (void)Stop(absl::ZeroDuration()); }
+
+void CliqueRegistrar::Start() {
+  informer_.Start();
+  worker_ = std::thread([this] { Worker(); });
+}
+
+void CliqueRegistrar::Wake() {
+  absl::MutexLock lock(&mu_);
+  dirty_ = true;
+}
+
+void CliqueRegistrar::SetReady(bool ready) {
+  absl::MutexLock lock(&mu_);
+  if (ready_ == ready) return;
+  ready_ = ready;
+  dirty_ = true;
+}
+
+int CliqueRegistrar::syncs() const {
+  absl::MutexLock lock(&mu_);
+  return syncs_;
+}
+
+absl::StatusOr<ComputeDomainClique> CliqueRegistrar::ReadLatest() {
+  ASSIGN_OR_RETURN(nlohmann::json j,
+                   client_->Get(ComputeDomainClique::kResource, options_.namespace_name, name_));
+  return ComputeDomainClique::FromJson(j);
+}
+
+absl::Status CliqueRegistrar::SyncOnce(bool reread, std::optional<bool> ready) {
+  // The informer's copy is good enough unless the last write conflicted: then only a fresh read
+  // can carry the resourceVersion the server expects.
+  std::optional<ComputeDomainClique> clique;
+  if (!reread) {
+    if (auto cached = informer_.Get(absl::StrCat(options_.namespace_name, "/", name_))) {
+      clique = *cached;
+    }
+  }
+  if (!clique) {
+    absl::StatusOr<ComputeDomainClique> latest = ReadLatest();
+    if (latest.ok()) {
+      clique = std::move(*latest);
+    } else if (!absl::IsNotFound(latest.status())) {
+      return latest.status();
+    }
+  }
+  bool create = !clique;
+  if (create) clique = NewClique(options_.namespace_name, options_.compute_domain_uid, options_.me);
+
+  auto label = clique->metadata.labels.find(std::string(k8s::kComputeDomainLabel));
+  if (label == clique->metadata.labels.end() || label->second != options_.compute_domain_uid) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ComputeDomainClique ", options_.namespace_name, "/", name_, ": label ",
+                     k8s::kComputeDomainLabel, " is \"",
+                     label == clique->metadata.labels.end() ? "" : label->second, "\", expected \"",
+                     options_.compute_domain_uid, "\""));
+  }
+  ASSIGN_OR_RETURN(bool changed, UpsertOwnEntry(*clique, options_.me));
+  if (ready.has_value()) {
+    ASSIGN_OR_RETURN(bool status_changed, SetOwnStatus(*clique, options_.me.node_name,
+                                                       *ready ? k8s::kComputeDomainStatusReady
+                                                              : k8s::kComputeDomainStatusNotReady));
+    changed = changed || status_changed;
+  }
+  if (create) {
+    ASSIGN_OR_RETURN(
+        nlohmann::json out,
+        client_->Create(ComputeDomainClique::kResource, options_.namespace_name, clique->ToJson()));
+    ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(out));
+    DRA_INFO("created ComputeDomainClique", "clique", name_, "index",
+             clique->daemons.empty() ? -1 : clique->daemons.back().index);
+  } else if (changed) {
+    ASSIGN_OR_RETURN(
+        nlohmann::json out,
+        client_->Update(ComputeDomainClique::kResource, options_.namespace_name, clique->ToJson()));
+    ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(out));
+    DRA_VLOG(2, "updated own entry in ComputeDomainClique", "clique", name_);
+  }
+  return callback_(clique->daemons);
+}
+
+void CliqueRegistrar::Worker() {
+  Backoff backoff(options_.backoff);
+  bool reread = false;
+  mu_.Lock();
+  while (!stop_) {
+    mu_.Await(absl::Condition(
+        +[](CliqueRegistrar* r)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return r->dirty_ || r->stop_; },
+        this));
+    if (stop_) break;
+    dirty_ = false;
+    std::optional<bool> ready = ready_;
+    mu_.Unlock();
+    absl::Status s = SyncOnce(reread, ready);
+    mu_.Lock();
+    if (s.ok()) {
+      backoff.Reset();
+      reread = false;
+      ++syncs_;
+      continue;
+    }
+    // An AlreadyExists on create is a conflict with a peer that created the clique first.
+    bool conflict = k8s::IsConflict(s) || absl::IsAlreadyExists(s);
+    reread = true;
+    absl::Duration delay = backoff.Next();
+    if (conflict) {
+      DRA_VLOG(2, "clique write conflicted; retrying on the latest object", "clique", name_,
+               "delay", delay);
+    } else {
+      DRA_WARNING("clique sync failed; retrying", "clique", name_, "err", s, "delay", delay);
+    }
+    dirty_ = true;
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), delay);
+  }
+  mu_.Unlock();
+}
+
+absl::Status CliqueRegistrar::Stop(absl::Duration budget) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return absl::OkStatus();
+    stopped_ = true;
+    stop_ = true;
+  }
+  if (worker_.joinable()) worker_.join();
+  informer_.Stop();
+  if (budget <= absl::ZeroDuration()) return absl::OkStatus();
+
+  absl::Time deadline = absl::Now() + budget;
+  Backoff backoff(options_.backoff);
+  absl::Status last;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<ComputeDomainClique> clique = ReadLatest();
+    if (absl::IsNotFound(clique.status())) return absl::OkStatus();
+    if (clique.ok()) {
+      if (!RemoveOwnEntries(*clique, options_.me.pod_ip)) return absl::OkStatus();
+      absl::StatusOr<nlohmann::json> out = client_->Update(
+          ComputeDomainClique::kResource, options_.namespace_name, clique->ToJson());
+      if (out.ok()) {
+        DRA_INFO("removed own entry from ComputeDomainClique", "clique", name_, "ip",
+                 options_.me.pod_ip);
+        return absl::OkStatus();
+      }
+      last = out.status();
+    } else {
+      last = clique.status();
+    }
+    absl::SleepFor(std::min(backoff.Next(), deadline - absl::Now()));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("remove own entry from ComputeDomainClique ",
+                                                  name_, " within ", absl::FormatDuration(budget),
+                                                  ": ", last.message()));
+}
+
+}  // namespace dra::cddaemon

@@ -1,0 +1,90 @@
+#pragma once
+
+// The daemon's side of the ComputeDomainClique (spec "Registration into the clique"): it creates
+// the clique when missing, keeps its own entry (index, pod IP, Ready/NotReady) and the owner
+// reference to its pod, hands every observed daemon list to a callback, and removes its entry at
+// shutdown.
+//
+// Writes use optimistic concurrency (Update with the resourceVersion read). On a conflict the
+// latest object is re-read from the API server after a jittered exponential backoff (5 ms, 10 ms,
+// ... up to 6 s, ±25 %), so that many daemons writing one clique do not storm the API server.
+// Other errors (index exhaustion, a clique of another domain, transport) retry on the same
+// backoff. Work is coalesced: events only mark the state dirty, one worker thread syncs (latest
+// wins; no channel that can block the informer).
+//
+// Thread-safety: Start, Stop from one thread (main); SetReady from any thread. The callback runs
+// on the worker thread, one call at a time.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "lib/cddaemon/clique_entry.h"
+#include "lib/common/backoff.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/informer.h"
+#include "lib/k8s/objects_compute_domain.h"
+
+namespace dra::cddaemon {
+
+struct CliqueRegistrarOptions {
+  std::string namespace_name;  // the driver namespace (the daemon pod's namespace)
+  std::string compute_domain_uid;
+  DaemonIdentity me;
+  BackoffOptions backoff{
+      .initial = absl::Milliseconds(5), .max = absl::Seconds(6), .factor = 2.0, .jitter = 0.25};
+  absl::Duration resync = absl::Minutes(4);  // informer resync (upstream issue #742)
+};
+
+class CliqueRegistrar {
+ public:
+  // Receives the clique's full daemon list after every successful sync. A non-OK result is
+  // retried on the backoff like a failed write.
+  using DaemonsCallback =
+      std::function<absl::Status(const std::vector<k8s::ComputeDomainDaemonInfo>&)>;
+
+  CliqueRegistrar(k8s::Client* client, CliqueRegistrarOptions options, DaemonsCallback callback);
+  ~CliqueRegistrar();
+  CliqueRegistrar(const CliqueRegistrar&) = delete;
+  CliqueRegistrar& operator=(const CliqueRegistrar&) = delete;
+
+  void Start();
+  // The pod readiness to publish in the own entry (nothing is published before the first call).
+  void SetReady(bool ready) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops the worker and the informer, then removes the entries carrying this pod's IP, trying
+  // until `budget` is spent. Idempotent.
+  absl::Status Stop(absl::Duration budget) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Successful syncs so far (for tests and logs).
+  int syncs() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Wake() ABSL_LOCKS_EXCLUDED(mu_);
+  void Worker() ABSL_LOCKS_EXCLUDED(mu_);
+  // One pass: read, create or edit, write, callback.
+  absl::Status SyncOnce(bool reread, std::optional<bool> ready);
+  absl::StatusOr<k8s::ComputeDomainClique> ReadLatest();
+
+  k8s::Client* const client_;
+  const CliqueRegistrarOptions options_;
+  const std::string name_;
+  DaemonsCallback callback_;
+  k8s::Informer<k8s::ComputeDomainClique> informer_;
+
+  mutable absl::Mutex mu_;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = true;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<bool> ready_ ABSL_GUARDED_BY(mu_);
+  int syncs_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread worker_;
+};
+
+}  // namespace dra::cddaemon
