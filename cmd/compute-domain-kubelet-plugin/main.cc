@@ -1,0 +1,105 @@
+// compute-domain-kubelet-plugin: the kubelet plugin of the compute-domain.nvidia.com DRA driver
+// (IMEX channels and IMEX daemons of ComputeDomains). Flags and wiring only; the work is in
+// lib/cdplugin (plugin_app.h).
+
+#include <cstdio>
+
+#include "lib/api/driver_gates.h"
+#include "lib/cdplugin/plugin_app.h"
+#include "lib/common/feature_gates.h"
+#include "lib/common/flags.h"
+#include "lib/common/log.h"
+#include "lib/common/signals.h"
+#include "lib/common/stack_dump.h"
+
+int main(int argc, char** argv) {
+  constexpr char kName[] = "compute-domain-kubelet-plugin";
+  dra::InitializeStackDumpSymbolizer(argv[0]);
+  // Signals are blocked before any thread starts so that only the handler thread receives them.
+  auto signals = dra::SignalHandler::Start();
+  if (!signals.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kName, std::string(signals.status().message()).c_str());
+    return 1;
+  }
+  dra::FeatureGates gates;
+  if (absl::Status s = dra::api::RegisterDriverFeatureGates(gates, kName); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kName, std::string(s.message()).c_str());
+    return 1;
+  }
+  dra::cdplugin::PluginConfig c;
+  c.gates = &gates;
+  dra::Flags flags(kName,
+                   "compute-domain-kubelet-plugin implements the DRA kubelet plugin of NVIDIA "
+                   "ComputeDomains (IMEX channels and IMEX daemons).");
+  flags
+      .AddString("node-name", "NODE_NAME", &c.node_name,
+                 "Node to work on; also the ResourceSlice pool name.")
+      .Required();
+  flags.AddString("namespace", "NAMESPACE", &c.namespace_name,
+                  "The driver's namespace, where the ComputeDomainClique objects live.");
+  flags.AddString("cdi-root", "CDI_ROOT", &c.cdi_root,
+                  "Directory for the generated CDI specs (created 0750 if missing).");
+  flags
+      .AddString("nvidia-driver-root", "NVIDIA_DRIVER_ROOT", &c.nvidia_driver_root,
+                 "Host path of the NVIDIA driver installation (/ or /run/nvidia/driver); the "
+                 "host-side paths in CDI specs.")
+      .Alias("host-driver-root")
+      .Env("HOST_DRIVER_ROOT");
+  flags.AddString("container-driver-root", "DRIVER_ROOT_CTR_PATH", &c.container_driver_root,
+                  "Where the host driver root is mounted in this container; NVML, nvidia-imex "
+                  "and the driver files are looked up here.");
+  flags.AddString("dev-root", "DEV_ROOT", &c.dev_root,
+                  "Where /dev is found; empty: the driver root if it has a /dev, else /.");
+  flags.AddString("proc-root", "PROC_ROOT", &c.proc_root,
+                  "Where /proc is found (/proc/devices for the IMEX channel major, the "
+                  "fabric-imex-mgmt capability).");
+  flags.AddString("nvidia-cdi-hook-path", "NVIDIA_CDI_HOOK_PATH", &c.nvidia_cdi_hook_path,
+                  "Accepted for compatibility with the Go driver's chart; unused (the CDI specs "
+                  "need no hook).");
+  flags.AddString("kubelet-registrar-directory-path", "KUBELET_REGISTRAR_DIRECTORY_PATH",
+                  &c.kubelet_registrar_dir, "Kubelet plugin registration directory.");
+  flags.AddString("kubelet-plugins-directory-path", "KUBELET_PLUGINS_DIRECTORY_PATH",
+                  &c.kubelet_plugins_dir,
+                  "Parent of the plugin data directory <this>/compute-domain.nvidia.com "
+                  "(socket, checkpoint, per-domain IMEX config directories).");
+  flags.AddInt("healthcheck-port", "HEALTHCHECK_PORT", &c.healthcheck_port,
+               "gRPC health service port: >0 that port, 0 any free port, <0 disabled.");
+  flags.AddString("http-endpoint", "HTTP_ENDPOINT", &c.http_endpoint,
+                  "TCP address (host:port or :port) of the metrics and /healthz server; empty "
+                  "disables it.");
+  flags.AddString("metrics-path", "METRICS_PATH", &c.metrics_path,
+                  "HTTP path of the Prometheus metrics; empty disables them.");
+  flags.AddBool("gpu-clique-label-enabled", "GPU_CLIQUE_LABEL_ENABLED", &c.gpu_clique_label_enabled,
+                "Label the node nvidia.com/gpu.clique=<cliqueID> while the plugin runs (nodes "
+                "with a clique ID only).");
+  flags.AddString("imex-mode", "IMEX_MODE", &c.imex_mode,
+                  "Who runs the IMEX daemons: driverManaged (per-ComputeDomain daemon pods). "
+                  "hostManaged (needs the feature gate HostManagedIMEXDaemon) is not "
+                  "implemented by this version.");
+  flags.AddString("imex-isolation", "IMEX_ISOLATION", &c.imex_isolation,
+                  "IMEX isolation: domain (channel is not supported yet).");
+  flags.AddString("imex-host-socket-path", "IMEX_HOST_SOCKET_PATH", &c.imex_host_socket_path,
+                  "Control socket of a host-managed IMEX daemon (imex-mode hostManaged only).");
+  flags.AddString("kubeconfig", "KUBECONFIG", &c.kubeconfig,
+                  "Kubeconfig file for running outside the cluster; empty: in-cluster config.");
+  flags.AddDouble("kube-api-qps", "KUBE_API_QPS", &c.kube_api_qps,
+                  "Sustained requests per second to the API server.");
+  flags.AddInt("kube-api-burst", "KUBE_API_BURST", &c.kube_api_burst,
+               "Request burst to the API server.");
+  flags.AddDuration("cleanup-interval", "CLEANUP_INTERVAL", &c.cleanup_interval,
+                    "How often half-prepared claims whose ResourceClaim is gone are unprepared, "
+                    "expired aborted records dropped and directories of deleted ComputeDomains "
+                    "removed.");
+  flags.AddLoggingFlags();
+  flags.AddFeatureGatesFlag(&gates);
+  flags.SetVersion(DRA_VERSION);
+  flags.ParseOrExit(argc, argv);
+  flags.LogValues();
+
+  absl::Status s = dra::cdplugin::RunPlugin(c, signals->get());
+  if (!s.ok()) {
+    DRA_ERROR("compute-domain-kubelet-plugin failed", "err", s);
+    return 1;
+  }
+  return 0;
+}

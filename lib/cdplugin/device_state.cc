@@ -1,0 +1,247 @@
+#include "lib/cdplugin/device_state.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/cdplugin/errors.h"
+#include "lib/cdplugin/imex_config_template.h"
+#include "lib/common/atomic_file.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+
+namespace dra::cdplugin {
+namespace {
+
+nlohmann::json AllocationJson(const k8s::ResourceClaim& claim) {
+  if (!claim.status.allocation.has_value()) return nullptr;
+  nlohmann::json j = claim.ToJson();
+  if (!j.contains("status") || !j["status"].contains("allocation")) return nullptr;
+  return j["status"]["allocation"];
+}
+
+std::vector<kubeletplugin::PreparedDevice> ToPrepared(const ClaimRecord& record) {
+  std::vector<kubeletplugin::PreparedDevice> out;
+  for (const RecordedDevice& d : record.devices) {
+    out.push_back({.request_names = {d.request},
+                   .pool_name = d.pool,
+                   .device_name = d.device,
+                   .cdi_device_ids = d.cdi_device_ids});
+  }
+  return out;
+}
+
+std::string DomainRef(const k8s::ComputeDomain& cd) {
+  return absl::StrCat(cd.metadata.namespace_name, "/", cd.metadata.name, " (", cd.metadata.uid,
+                      ")");
+}
+
+}  // namespace
+
+DeviceState::DeviceState(DeviceStateOptions options, checkpoint::Checkpoint* checkpoint,
+                         CdiSpecs* cdi, DomainApi* api)
+    : options_(std::move(options)),
+      checkpoint_(checkpoint),
+      cdi_(cdi),
+      api_(api),
+      clock_(options_.clock != nullptr ? options_.clock : RealClock::Get()) {}
+
+std::string DeviceState::DomainDir(const std::string& cd_uid) const {
+  return absl::StrCat(DomainsDir(), "/", cd_uid);
+}
+
+std::shared_ptr<absl::Mutex> DeviceState::ClaimMutex(const std::string& uid) {
+  absl::MutexLock lock(&claims_mu_);
+  auto& m = claim_mutexes_[uid];
+  if (!m) m = std::make_shared<absl::Mutex>();
+  return m;
+}
+
+absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
+    const k8s::ResourceClaim& claim) {
+  const std::string& uid = claim.metadata.uid;
+  const std::string ref = absl::StrCat(claim.metadata.namespace_name, "/", claim.metadata.name);
+  std::shared_ptr<absl::Mutex> claim_mu = ClaimMutex(uid);
+  absl::MutexLock claim_lock(claim_mu.get());
+
+  const nlohmann::json allocation = AllocationJson(claim);
+  ASSIGN_OR_RETURN(std::optional<checkpoint::PreparedClaim> existing, checkpoint_->Get(uid));
+  if (existing.has_value()) {
+    ASSIGN_OR_RETURN(ClaimRecord record, DecodeRecord(*existing));
+    if (record.phase == Phase::kCompleted) return ToPrepared(record);
+    if (record.phase == Phase::kAborted && existing->allocation == allocation) {
+      return PermanentError(absl::StrCat("stale prepare for claim ", ref, " (", uid,
+                                         "): claim prepare was already aborted"));
+    }
+  }
+  if (!claim.status.allocation.has_value()) {
+    return PermanentError(absl::StrCat("no allocation set in ResourceClaim ", ref));
+  }
+  absl::StatusOr<std::vector<ConfiguredDevice>> configured =
+      ConfigureDevices(*claim.status.allocation, /*strict=*/true);
+  if (!configured.ok()) return Annotate(configured.status(), absl::StrCat("claim ", ref));
+  ClaimRecord record;
+  std::map<std::string, std::shared_ptr<const k8s::ComputeDomain>> channel_domains;
+  for (const ConfiguredDevice& d : *configured) {
+    record.devices.push_back(RecordDevice(d, options_.node_name));
+    if (d.type != DeviceType::kChannel) continue;
+    auto domain = api_->FindDomain(d.domain_id());
+    if (domain == nullptr) {
+      return PermanentError(
+          absl::StrCat("claim ", ref, ": ComputeDomain not found: ", d.domain_id()));
+    }
+    if (domain->metadata.namespace_name != claim.metadata.namespace_name) {
+      return PermanentError(absl::StrCat("claim ", ref,
+                                         ": the ResourceClaim's namespace is different than the "
+                                         "ComputeDomain's namespace (ComputeDomain ",
+                                         DomainRef(*domain), ")"));
+    }
+    channel_domains[d.domain_id()] = std::move(domain);
+  }
+
+  // Step 4: one read-modify-write, so two claims cannot both take a device.
+  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {
+    for (const auto& [other_uid, other] : claims) {
+      if (other_uid == uid || other.state != checkpoint::ClaimState::kPrepareCompleted) continue;
+      absl::StatusOr<ClaimRecord> other_record = DecodeRecord(other);
+      if (!other_record.ok()) continue;
+      for (const RecordedDevice& mine : record.devices) {
+        for (const RecordedDevice& theirs : other_record->devices) {
+          if (mine.pool == theirs.pool && mine.device == theirs.device) {
+            return RetryableError(absl::StrCat(
+                DeviceTypeName(mine.type), " ", mine.id, " already allocated by claim ", other_uid,
+                " (according to checkpoint); requested device ", mine.device,
+                " is already allocated to a different claim"));
+          }
+        }
+      }
+    }
+    claims[uid] =
+        ToCheckpoint(record, uid, claim.metadata.namespace_name, claim.metadata.name, allocation);
+    return absl::OkStatus();
+  }));
+
+  std::map<std::string, cdi::ContainerEdits> edits;
+  for (const RecordedDevice& d : record.devices) {
+    absl::StatusOr<cdi::ContainerEdits> e =
+        d.type == DeviceType::kChannel ? PrepareChannel(d, *channel_domains.at(d.domain_id))
+                                       : PrepareDaemon(d);
+    if (!e.ok()) return Annotate(e.status(), absl::StrCat("claim ", ref, ", device ", d.device));
+    edits[d.device] = *std::move(e);
+  }
+  ASSIGN_OR_RETURN(auto ids, cdi_->WriteClaimSpec(uid, edits));
+  for (RecordedDevice& d : record.devices) {
+    d.cdi_device_ids.clear();
+    if (d.type == DeviceType::kDaemon) d.cdi_device_ids.push_back(CdiSpecs::BaseDeviceId());
+    if (auto it = ids.find(d.device); it != ids.end()) d.cdi_device_ids.push_back(it->second);
+  }
+  record.phase = Phase::kCompleted;
+  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {
+    claims[uid] =
+        ToCheckpoint(record, uid, claim.metadata.namespace_name, claim.metadata.name, allocation);
+    return absl::OkStatus();
+  }));
+  DRA_INFO("prepared claim", "claim", ref, "uid", uid, "devices", record.devices.size());
+  return ToPrepared(record);
+}
+
+absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareChannel(const RecordedDevice& d,
+                                                                const k8s::ComputeDomain& domain) {
+  RETURN_IF_ERROR(api_->AddNodeLabel(d.domain_id));
+  absl::StatusOr<bool> ready = api_->DaemonReady(domain, options_.clique_id);
+  if (!ready.ok()) {
+    return Annotate(ready.status(), absl::StrCat("readiness in ComputeDomain ", DomainRef(domain)));
+  }
+  if (!*ready) {
+    return RetryableError(
+        absl::StrCat("current node not ready in ComputeDomain ", DomainRef(domain),
+                     ": the IMEX daemon on node ", options_.node_name, " is not Ready yet (clique ",
+                     options_.clique_id.empty() ? "\"\"" : options_.clique_id, ")"));
+  }
+  if (options_.clique_id.empty()) return cdi::ContainerEdits();  // no NVLink fabric: no channel
+  return ChannelEdits(options_.imex_channels_major,
+                      d.allocation_mode == "All" ? kImexChannelCount : 1);
+}
+
+absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareDaemon(const RecordedDevice& d) {
+  std::shared_ptr<const k8s::ComputeDomain> domain = api_->FindDomain(d.domain_id);
+  if (domain == nullptr) {
+    return RetryableError(absl::StrCat("compute domain not found: ", d.domain_id,
+                                       " (not in the plugin's ComputeDomain cache yet)"));
+  }
+  const std::string dir = DomainDir(d.domain_id);
+  RETURN_IF_ERROR(MakeDirectories(dir, 0755));
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/imexd.cfg.tmpl", ImexConfigTemplate(), 0644));
+  DaemonEditsInput in{.clique_id = options_.clique_id,
+                      .domain_uid = domain->metadata.uid,
+                      .domain_name = domain->metadata.name,
+                      .domain_namespace = domain->metadata.namespace_name,
+                      .domain_dir = dir};
+  for (auto [name, out] : {std::pair{"nvidia-imex", &in.imex_host_path},
+                           std::pair{"nvidia-imex-ctl", &in.imex_ctl_host_path}}) {
+    absl::StatusOr<std::string> path = options_.root->FindBinary(name);
+    if (!path.ok()) {
+      return Annotate(path.status(),
+                      absl::StrCat(name, " in the driver root ", options_.root->root(),
+                                   " (the IMEX daemon needs it; is the driver complete?)"));
+    }
+    *out = options_.root->ToHostPath(*path);
+  }
+  if (!options_.clique_id.empty()) {
+    absl::StatusOr<driverroot::DeviceNodeInfo> cap = ImexManagementCapability(*options_.root);
+    if (!cap.ok()) return Annotate(cap.status(), "IMEX management capability (fabric-imex-mgmt)");
+    in.imex_mgmt_capability = *cap;
+  }
+  return DaemonEdits(in);
+}
+
+absl::Status DeviceState::Unprepare(const std::string& uid) {
+  std::shared_ptr<absl::Mutex> claim_mu = ClaimMutex(uid);
+  absl::MutexLock claim_lock(claim_mu.get());
+  ASSIGN_OR_RETURN(std::optional<checkpoint::PreparedClaim> existing, checkpoint_->Get(uid));
+  if (!existing.has_value()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(ClaimRecord record, DecodeRecord(*existing));
+  if (record.phase == Phase::kAborted) {
+    DRA_VLOG(2, "unprepare noop: claim in PrepareAborted state", "uid", uid);
+    return absl::OkStatus();
+  }
+  for (const RecordedDevice& d : record.devices) {
+    if (d.type == DeviceType::kChannel) {
+      RETURN_IF_ERROR(Annotate(api_->RemoveNodeLabel(d.domain_id),
+                               absl::StrCat("claim ", uid, ": remove the node label")));
+    }
+  }
+  RETURN_IF_ERROR(cdi_->RemoveClaimSpec(uid));
+  const bool completed = record.phase == Phase::kCompleted;
+  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {
+    auto it = claims.find(uid);
+    if (it == claims.end()) return absl::OkStatus();
+    if (completed) {
+      claims.erase(it);
+      return absl::OkStatus();
+    }
+    ClaimRecord aborted = record;
+    aborted.phase = Phase::kAborted;
+    aborted.aborted_at = clock_->Now();
+    for (RecordedDevice& d : aborted.devices) d.cdi_device_ids.clear();
+    it->second = ToCheckpoint(aborted, uid, it->second.namespace_name, it->second.name,
+                              it->second.allocation);
+    return absl::OkStatus();
+  }));
+  DRA_INFO("unprepared claim", "uid", uid, "was", PhaseName(record.phase));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, int>> DeviceState::PreparedDeviceCounts() const {
+  ASSIGN_OR_RETURN(checkpoint::ClaimMap claims, checkpoint_->List());
+  std::map<std::string, int> counts = {{"channel", 0}, {"daemon", 0}, {"unknown", 0}};
+  for (const auto& [uid, c] : claims) {
+    if (c.state != checkpoint::ClaimState::kPrepareCompleted) continue;
+    absl::StatusOr<ClaimRecord> r = DecodeRecord(c);
+    if (!r.ok()) {
+      ++counts["unknown"];
+      continue;
+    }
+    for (const RecordedDevice& d : r->devices) ++counts[DeviceTypeName(d.type)];
+  }
+  return counts;
+}
+
+}  // namespace dra::cdplugin

@@ -1,0 +1,98 @@
+#pragma once
+
+// Prepare and unprepare of compute-domain claims: one attempt each, checkpointed, idempotent
+// (docs/compute-domains.md "Prepare"). Retrying is the driver's (driver.h).
+//
+// Prepare of a claim:
+//   1. a PrepareCompleted claim returns its recorded devices; a PrepareAborted claim with the
+//      same allocation is a permanent error ("stale prepare"); no allocation is permanent;
+//   2. the configs (claim_configs.h; errors permanent);
+//   3. channel devices: the ComputeDomain must be in the informer cache and in the claim's
+//      namespace (permanent otherwise);
+//   4. checkpoint: no device of the claim may be held by another PrepareCompleted claim
+//      (retryable: "channel 0 already allocated by claim <uid> (according to checkpoint)");
+//      the claim is recorded PrepareStarted with its devices;
+//   5. channel devices: the node label resource.nvidia.com/computeDomain=<cdUID> is set
+//      (retryable while another domain holds it), then this node's daemon must be Ready in the
+//      clique (retryable "not ready"); edits: channel device nodes (none on a node without a
+//      clique ID: the claim succeeds without a CDI device);
+//      daemon devices: the domain must be cached (retryable), <data dir>/domains/<cdUID>/
+//      (0755) gets imexd.cfg.tmpl (0644, atomically), edits per cdi_specs.h;
+//   6. the claim's CDI spec is written; the claim is recorded PrepareCompleted with its CDI IDs.
+// An error after step 4 leaves the claim PrepareStarted (the kubelet retries, or unprepares).
+//
+// Unprepare of a claim: not recorded or PrepareAborted: nothing to do. Otherwise the node label
+// of each channel device's domain is removed (only if it names that domain), the CDI spec is
+// removed, and a PrepareCompleted claim is erased while a PrepareStarted one becomes
+// PrepareAborted. The per-domain directory is kept (a new daemon pod of the same domain may be
+// starting); the cleanup removes directories of domains that are gone.
+//
+// Thread-safety: Prepare/Unprepare may run concurrently from any threads. Calls for one claim are
+// serialized by a per-claim mutex; checkpoint read-modify-writes are atomic (lib/checkpoint);
+// nothing is held across calls, so a channel claim that is not ready yet never blocks the daemon
+// claim it waits for.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/cdplugin/cdi_specs.h"
+#include "lib/cdplugin/domain_api.h"
+#include "lib/cdplugin/prepared_claim.h"
+#include "lib/checkpoint/checkpoint.h"
+#include "lib/common/clock.h"
+#include "lib/driverroot/driver_root.h"
+#include "lib/k8s/objects_resource.h"
+#include "lib/kubeletplugin/driver.h"
+
+namespace dra::cdplugin {
+
+struct DeviceStateOptions {
+  std::string node_name;   // the pool name
+  std::string plugin_dir;  // <data dir>: domains/ lives here
+  std::string clique_id;   // "" on a node without NVLink fabric
+  int64_t imex_channels_major = 0;
+  const driverroot::DriverRoot* root = nullptr;  // IMEX binaries, capability files
+  Clock* clock = nullptr;                        // RealClock when null
+};
+
+class DeviceState {
+ public:
+  // Every pointer must outlive the state.
+  DeviceState(DeviceStateOptions options, checkpoint::Checkpoint* checkpoint, CdiSpecs* cdi,
+              DomainApi* api);
+
+  absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> Prepare(
+      const k8s::ResourceClaim& claim);
+  absl::Status Unprepare(const std::string& claim_uid);
+
+  // Devices of PrepareCompleted claims by type ("channel", "daemon", "unknown" for records that
+  // do not decode).
+  absl::StatusOr<std::map<std::string, int>> PreparedDeviceCounts() const;
+
+  // <data dir>/domains/<cdUID>.
+  std::string DomainDir(const std::string& cd_uid) const;
+  std::string DomainsDir() const { return options_.plugin_dir + "/domains"; }
+  const std::string& clique_id() const { return options_.clique_id; }
+
+ private:
+  std::shared_ptr<absl::Mutex> ClaimMutex(const std::string& uid);
+  absl::StatusOr<cdi::ContainerEdits> PrepareChannel(const RecordedDevice& d,
+                                                     const k8s::ComputeDomain& domain);
+  absl::StatusOr<cdi::ContainerEdits> PrepareDaemon(const RecordedDevice& d);
+
+  const DeviceStateOptions options_;
+  checkpoint::Checkpoint* const checkpoint_;
+  CdiSpecs* const cdi_;
+  DomainApi* const api_;
+  Clock* const clock_;
+
+  absl::Mutex claims_mu_;
+  std::map<std::string, std::shared_ptr<absl::Mutex>> claim_mutexes_ ABSL_GUARDED_BY(claims_mu_);
+};
+
+}  // namespace dra::cdplugin

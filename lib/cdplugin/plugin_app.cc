@@ -1,0 +1,325 @@
+#include "lib/cdplugin/plugin_app.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "lib/api/driver_gates.h"
+#include "lib/cdi/version.h"
+#include "lib/cdplugin/cdi_specs.h"
+#include "lib/cdplugin/cleanup.h"
+#include "lib/cdplugin/clique_id.h"
+#include "lib/cdplugin/device_state.h"
+#include "lib/cdplugin/domain_api.h"
+#include "lib/cdplugin/driver.h"
+#include "lib/cdplugin/slices.h"
+#include "lib/checkpoint/checkpoint.h"
+#include "lib/common/atomic_file.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+#include "lib/driverroot/device_nodes.h"
+#include "lib/driverroot/driver_root.h"
+#include "lib/gpu/driver.h"
+#include "lib/gpu/health_server.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/events.h"
+#include "lib/k8s/rest_config.h"
+#include "lib/kubeletplugin/claim_source.h"
+#include "lib/kubeletplugin/plugin_server.h"
+#include "lib/kubeletplugin/slice_publisher.h"
+#include "lib/metrics/http_server.h"
+#include "lib/nvml/nvml.h"
+
+namespace dra::cdplugin {
+namespace {
+
+constexpr char kComponent[] = "compute-domain-kubelet-plugin";
+
+bool GateOn(const FeatureGates* gates, absl::string_view gate) {
+  return gates != nullptr && gates->Enabled(gate);
+}
+
+}  // namespace
+
+struct PluginApp::Parts {
+  std::string plugin_dir;
+  std::unique_ptr<k8s::Client> client;
+  std::unique_ptr<k8s::Client> claim_client;  // fail-fast reads inside kubelet calls
+  k8s::EventTarget node_ref;
+  metrics::Registry registry;
+  std::unique_ptr<gpu::DriverMetrics> driver_metrics;
+  metrics::Family<metrics::Counter>* corruptions = nullptr;
+  std::unique_ptr<driverroot::DriverRoot> root;
+  std::string driver_version;
+  std::string clique_id;
+  int64_t channels_major = 0;
+  std::unique_ptr<checkpoint::Checkpoint> checkpoint;
+  std::unique_ptr<CdiSpecs> cdi;
+  std::unique_ptr<KubeDomainApi> domains;
+  std::unique_ptr<DeviceState> state;
+  std::unique_ptr<CdDriver> driver;
+  std::unique_ptr<kubeletplugin::SlicePublisher> publisher;
+  std::unique_ptr<kubeletplugin::PluginServer> server;
+  std::unique_ptr<metrics::HttpServer> http;
+  std::unique_ptr<gpu::HealthServer> health;
+  std::unique_ptr<Cleanup> cleanup;
+  bool clique_labelled = false;
+  std::atomic<bool> stopping{false};
+  std::thread cleaner;
+};
+
+PluginApp::PluginApp(const PluginConfig& config, SignalHandler* signals)
+    : config_(config), signals_(signals), parts_(std::make_unique<Parts>()) {}
+
+PluginApp::~PluginApp() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<PluginApp>> PluginApp::Start(const PluginConfig& config,
+                                                            SignalHandler* signals) {
+  std::unique_ptr<PluginApp> app(new PluginApp(config, signals));
+  RETURN_IF_ERROR(app->CheckConfig());
+  RETURN_IF_ERROR(app->ConnectToApiServer());
+  RETURN_IF_ERROR(app->InspectDriver());
+  RETURN_IF_ERROR(app->OpenCheckpointAndCdi());
+  RETURN_IF_ERROR(app->StartDomainCache());
+  RETURN_IF_ERROR(app->ServeKubelet());
+  RETURN_IF_ERROR(app->ServeHttpAndHealthPort());
+  app->LabelGpuClique();
+  app->StartCleanup();
+  DRA_INFO("compute-domain-kubelet-plugin running", "node", config.node_name, "driver", kDriverName,
+           "cliqueID", app->parts_->clique_id);
+  return app;
+}
+
+void PluginApp::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  Parts& p = *parts_;
+  if (p.health) p.health->Stop();
+  if (p.server) p.server->Stop();
+  if (p.publisher) p.publisher->Stop();
+  p.stopping = true;
+  if (p.cleaner.joinable()) p.cleaner.join();
+  if (p.clique_labelled && p.domains) {
+    if (absl::Status s = p.domains->PatchNodeLabel(kGpuCliqueLabel, ""); !s.ok()) {
+      DRA_WARNING("removing the GPU clique node label failed", "label", kGpuCliqueLabel, "err", s);
+    }
+  }
+  if (p.domains) p.domains->Stop();
+  if (p.http) p.http->Stop();
+}
+
+absl::Status PluginApp::CheckConfig() {
+  if (config_.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
+  if (config_.imex_mode == "hostManaged") {
+    if (!GateOn(config_.gates, api::gate::kHostManagedIMEXDaemon)) {
+      return absl::InvalidArgumentError(
+          "--imex-mode=hostManaged requires the feature gate HostManagedIMEXDaemon");
+    }
+    return absl::UnimplementedError(
+        "--imex-mode=hostManaged is not implemented by this plugin version; use driverManaged");
+  }
+  if (config_.imex_mode != "driverManaged") {
+    return absl::InvalidArgumentError(absl::StrCat("--imex-mode: unknown value \"",
+                                                   config_.imex_mode,
+                                                   "\" (allowed: driverManaged, hostManaged)"));
+  }
+  if (config_.imex_isolation == "channel") {
+    return absl::InvalidArgumentError("--imex-isolation=channel is not supported yet");
+  }
+  if (!config_.imex_isolation.empty() && config_.imex_isolation != "domain") {
+    return absl::InvalidArgumentError(absl::StrCat("--imex-isolation: unknown value \"",
+                                                   config_.imex_isolation,
+                                                   "\" (allowed: domain, channel)"));
+  }
+  if (GateOn(config_.gates, api::gate::kComputeDomainCliques) &&
+      !GateOn(config_.gates, api::gate::kIMEXDaemonsWithDNSNames)) {
+    return absl::InvalidArgumentError(
+        "feature gate ComputeDomainCliques requires IMEXDaemonsWithDNSNames to also be enabled");
+  }
+  parts_->plugin_dir = absl::StrCat(config_.kubelet_plugins_dir, "/", kDriverName);
+  RETURN_IF_ERROR(MakeDirectories(parts_->plugin_dir, 0750));
+  return MakeDirectories(config_.cdi_root, 0750);
+}
+
+absl::Status PluginApp::ConnectToApiServer() {
+  Parts& p = *parts_;
+  ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(config_.kubeconfig));
+  ASSIGN_OR_RETURN(p.client, k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
+                                                        .burst = config_.kube_api_burst}));
+  ASSIGN_OR_RETURN(p.claim_client,
+                   k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
+                                              .burst = config_.kube_api_burst,
+                                              .max_retries = 1,
+                                              .request_timeout = absl::Seconds(10)}));
+  p.node_ref = {.kind = "Node", .name = config_.node_name};
+  p.driver_metrics =
+      std::make_unique<gpu::DriverMetrics>(&p.registry, kDriverName, config_.node_name);
+  p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
+                                        "Corrupt checkpoints moved aside and replaced.", {});
+  return absl::OkStatus();
+}
+
+absl::Status PluginApp::InspectDriver() {
+  Parts& p = *parts_;
+  ASSIGN_OR_RETURN(p.root, driverroot::DriverRoot::Create({.root = config_.container_driver_root,
+                                                           .host_root = config_.nvidia_driver_root,
+                                                           .dev_root = config_.dev_root,
+                                                           .proc_root = config_.proc_root}));
+  ASSIGN_OR_RETURN(std::unique_ptr<nvml::Nvml> nvml, nvml::Nvml::Create(p.root->root()));
+  {
+    ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
+    ASSIGN_OR_RETURN(p.driver_version, session.DriverVersion());
+  }
+  if (GateOn(config_.gates, api::gate::kIMEXDaemonsWithDNSNames) &&
+      cdi::CompareVersions(p.driver_version, kMinDriverVersionForDnsNames) < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "NVIDIA driver ", p.driver_version, " is older than ", kMinDriverVersionForDnsNames,
+        ", the oldest whose IMEX daemon works with DNS names; upgrade the driver or set "
+        "featureGates.IMEXDaemonsWithDNSNames=false"));
+  }
+  absl::StatusOr<std::string> clique =
+      DiscoverCliqueId(*nvml, GateOn(config_.gates, api::gate::kCrashOnNVLinkFabricErrors));
+  if (!clique.ok()) return Annotate(clique.status(), "determine the NVLink clique ID");
+  p.clique_id = *clique;
+  absl::StatusOr<int64_t> major = driverroot::CharDeviceMajor(*p.root, "nvidia-caps-imex-channels");
+  if (!major.ok()) {
+    return Annotate(major.status(),
+                    absl::StrCat("IMEX channel device major (", config_.proc_root, "/devices)"));
+  }
+  p.channels_major = *major;
+  DRA_INFO("driver inspected", "version", p.driver_version, "cliqueID",
+           p.clique_id.empty() ? "(none: no multi-node NVLink)" : p.clique_id, "imexChannelsMajor",
+           p.channels_major);
+  return absl::OkStatus();
+}
+
+absl::Status PluginApp::OpenCheckpointAndCdi() {
+  Parts& p = *parts_;
+  checkpoint::Checkpoint::Options options;
+  options.on_corruption = [this, &p](const checkpoint::CorruptionReport& r) {
+    p.corruptions->WithLabels({})->Inc();
+    (void)k8s::PostEvent(
+        p.client.get(), p.node_ref, "Warning", "CheckpointCorrupt",
+        absl::StrCat("checkpoint ", r.path, " was corrupt (", r.reason, "); moved to ", r.moved_to,
+                     "; compute-domain claims prepared before are no longer known"),
+        kComponent, config_.node_name);
+  };
+  ASSIGN_OR_RETURN(p.checkpoint,
+                   checkpoint::Checkpoint::Open(p.plugin_dir, config_.boot_id_path, options));
+  if (p.checkpoint->claims_invalidated_by_reboot() > 0) {
+    DRA_INFO("Invalidating checkpoint: the node rebooted", "claimsDropped",
+             p.checkpoint->claims_invalidated_by_reboot());
+  }
+  ASSIGN_OR_RETURN(p.cdi, CdiSpecs::Create(config_.cdi_root));
+  ASSIGN_OR_RETURN(std::string base, p.cdi->WriteBaseSpec(*p.root));
+  DRA_INFO("wrote the base CDI spec", "path", base);
+  return absl::OkStatus();
+}
+
+absl::Status PluginApp::StartDomainCache() {
+  Parts& p = *parts_;
+  p.domains =
+      std::make_unique<KubeDomainApi>(p.client.get(), config_.node_name, config_.namespace_name);
+  RETURN_IF_ERROR(p.domains->Start(config_.informer_sync_timeout));
+  p.state =
+      std::make_unique<DeviceState>(DeviceStateOptions{.node_name = config_.node_name,
+                                                       .plugin_dir = p.plugin_dir,
+                                                       .clique_id = p.clique_id,
+                                                       .imex_channels_major = p.channels_major,
+                                                       .root = p.root.get()},
+                                    p.checkpoint.get(), p.cdi.get(), p.domains.get());
+  p.driver = std::make_unique<CdDriver>(p.state.get(), p.driver_metrics.get());
+  p.driver->RefreshPreparedDevicesGauge();
+  return absl::OkStatus();
+}
+
+absl::Status PluginApp::ServeKubelet() {
+  Parts& p = *parts_;
+  ASSIGN_OR_RETURN(p.publisher,
+                   kubeletplugin::SlicePublisher::Create(
+                       p.client.get(), {.driver = kDriverName, .node_name = config_.node_name}));
+  p.publisher->Update(PublishedResources(config_.node_name));
+  kubeletplugin::PluginServerOptions options;
+  options.driver_name = kDriverName;
+  options.claim_getter = kubeletplugin::ClaimGetterFromClient(p.claim_client.get());
+  options.kubelet_plugins_dir = config_.kubelet_plugins_dir;
+  options.registry_dir = config_.kubelet_registrar_dir;
+  // Prepares depend on each other (a channel claim waits for the daemon claim of this node,
+  // prepared in another kubelet call): they must not be serialized. DeviceState locks per claim.
+  options.serialize = false;
+  ASSIGN_OR_RETURN(p.server, kubeletplugin::PluginServer::Create(p.driver.get(), options));
+  return absl::OkStatus();
+}
+
+absl::Status PluginApp::ServeHttpAndHealthPort() {
+  Parts& p = *parts_;
+  if (!config_.http_endpoint.empty()) {
+    std::map<std::string, metrics::HttpHandler> handlers;
+    if (!config_.metrics_path.empty()) {
+      handlers[config_.metrics_path] = [&p] {
+        return metrics::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                                     p.registry.Render()};
+      };
+    }
+    handlers["/healthz"] = [] { return metrics::HttpResponse{200, "text/plain", "ok"}; };
+    ASSIGN_OR_RETURN(p.http,
+                     metrics::HttpServer::Start(
+                         {.address = config_.http_endpoint, .registry = &p.registry}, handlers));
+    DRA_INFO("serving metrics", "endpoint", config_.http_endpoint, "path", config_.metrics_path);
+  }
+  if (config_.healthcheck_port >= 0) {
+    ASSIGN_OR_RETURN(
+        p.health, gpu::HealthServer::Start(config_.healthcheck_port, p.server->dra_socket_path()));
+    DRA_INFO("serving gRPC health", "port", p.health->port());
+  }
+  return absl::OkStatus();
+}
+
+void PluginApp::LabelGpuClique() {
+  Parts& p = *parts_;
+  if (!config_.gpu_clique_label_enabled || p.clique_id.empty()) return;
+  if (absl::Status s = p.domains->PatchNodeLabel(kGpuCliqueLabel, p.clique_id); !s.ok()) {
+    DRA_WARNING("setting the GPU clique node label failed", "label", kGpuCliqueLabel, "err", s);
+    return;
+  }
+  p.clique_labelled = true;
+}
+
+void PluginApp::StartCleanup() {
+  Parts& p = *parts_;
+  p.cleanup = std::make_unique<Cleanup>(p.state.get(), p.checkpoint.get(), p.domains.get());
+  p.cleaner = std::thread([this, &p] {
+    bool first = true;
+    for (;;) {
+      if (absl::Status s = p.cleanup->RunCheckpointPass(); !s.ok()) {
+        DRA_WARNING("checkpoint cleanup incomplete; retrying later", "err", s);
+      }
+      // Directories only from the second pass on: a domain created just before a plugin restart
+      // may not be in a fresh cache yet.
+      if (!first && p.domains->synced()) {
+        if (absl::Status s = p.cleanup->RemoveStaleDomainDirs(); !s.ok()) {
+          DRA_WARNING("stale domain directory cleanup failed", "err", s);
+        }
+      }
+      first = false;
+      p.driver->RefreshPreparedDevicesGauge();
+      const absl::Time next = absl::Now() + config_.cleanup_interval;
+      while (absl::Now() < next) {
+        if (p.stopping ||
+            signals_->WaitForShutdown(std::min(absl::Seconds(1), next - absl::Now()))) {
+          return;
+        }
+      }
+    }
+  });
+}
+
+absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PluginApp> app, PluginApp::Start(config, signals));
+  signals->WaitForShutdown();
+  DRA_INFO("shutting down", "signal", signals->shutdown_signal());
+  app->Stop();
+  return absl::OkStatus();
+}
+
+}  // namespace dra::cdplugin
