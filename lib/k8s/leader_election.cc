@@ -268,8 +268,9 @@ absl::Status LeaderElector::Run() {
     absl::MutexLock lock(&mu_);
     leader_ = false;
   }
-  if (!lost && config_.release_on_cancel) Release();
+  // The work stops before the lease is given up, so that two leaders never work at once.
   if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading();
+  if (!lost && config_.release_on_cancel) Release();
   if (lost) {
     return absl::AbortedError(absl::StrCat("leader election lost on lease ", lock_->Describe()));
   }

@@ -71,7 +71,9 @@ class LeaderElector {
  public:
   struct Callbacks {
     std::function<void()> on_started_leading;  // should start work and return
-    std::function<void()> on_stopped_leading;  // after losing or releasing the lease
+    // After losing the lease, or on Stop() before releasing it: it should stop the work and
+    // return only once the work has stopped.
+    std::function<void()> on_stopped_leading;
     std::function<void(const std::string& identity)> on_new_leader;  // another holder seen
   };
 

@@ -1,0 +1,53 @@
+// compute-domain-controller: the cluster-wide controller of the compute-domain.nvidia.com DRA
+// driver. Flags and wiring only; the work is in lib/cdcontroller.
+
+#include <cstdio>
+#include <string>
+
+#include "lib/api/driver_gates.h"
+#include "lib/cdcontroller/app.h"
+#include "lib/cdcontroller/config.h"
+#include "lib/common/feature_gates.h"
+#include "lib/common/flags.h"
+#include "lib/common/log.h"
+#include "lib/common/signals.h"
+#include "lib/common/stack_dump.h"
+
+int main(int argc, char** argv) {
+  dra::InitializeStackDumpSymbolizer(argv[0]);
+  // Signals are blocked before any thread starts so that only the handler thread receives them.
+  auto signals = dra::SignalHandler::Start();
+  if (!signals.ok()) {
+    std::fprintf(stderr, "compute-domain-controller: %s\n",
+                 std::string(signals.status().message()).c_str());
+    return 1;
+  }
+  dra::FeatureGates gates;
+  if (absl::Status s = dra::api::RegisterDriverFeatureGates(gates, "compute-domain-controller");
+      !s.ok()) {
+    std::fprintf(stderr, "compute-domain-controller: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  dra::cdcontroller::ProcessOptions options;
+  dra::Flags flags("compute-domain-controller",
+                   "compute-domain-controller reconciles ComputeDomains: it creates the IMEX "
+                   "daemons' DaemonSet and ResourceClaimTemplate and the workload "
+                   "ResourceClaimTemplate of each domain, reports the domain's status from its "
+                   "cliques, and cleans up through the domain's finalizer.");
+  dra::cdcontroller::AddControllerFlags(flags, &options, &gates);
+  flags.SetVersion(DRA_VERSION);
+  flags.ParseOrExit(argc, argv);
+  flags.LogValues();
+  DRA_INFO("feature gates", "gates", gates.ToString());
+  // SIGUSR2 dumps every thread's stack, as the Go controller does for its goroutines.
+  dra::InstallStackDumpHandler();
+  (*signals)->OnUsr2(
+      [] { (void)dra::DumpAllThreadStacks("/tmp/compute-domain-controller-stacks.dump"); });
+
+  absl::Status s = dra::cdcontroller::RunController(options, gates, signals->get());
+  if (!s.ok()) {
+    DRA_ERROR("compute-domain-controller failed", "err", s);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,145 @@
+#include "lib/cdcontroller/app.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/api/driver_gates.h"
+#include "lib/cdcontroller/controller.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/leader_election.h"
+#include "lib/k8s/rest_config.h"
+#include "lib/metrics/http_server.h"
+
+namespace dra::cdcontroller {
+namespace {
+
+// FEATURE_GATES of the daemon pods: every gate with its effective value, so that the daemons
+// behave as the controller does.
+std::string GatesText(const FeatureGates& gates) {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : gates.ToMap()) {
+    parts.push_back(absl::StrCat(name, "=", value ? "true" : "false"));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+absl::StatusOr<std::unique_ptr<metrics::HttpServer>> ServeMetrics(const ProcessOptions& o,
+                                                                  metrics::Registry* registry) {
+  std::map<std::string, metrics::HttpHandler> handlers;
+  handlers["/healthz"] = [] { return metrics::HttpResponse{.body = "ok"}; };
+  if (!o.metrics_path.empty()) {
+    std::string path =
+        o.metrics_path[0] == '/' ? o.metrics_path : absl::StrCat("/", o.metrics_path);
+    handlers[path] = [registry] {
+      return metrics::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8",
+                                   .body = registry->Render()};
+    };
+  }
+  metrics::HttpServerOptions options;
+  options.address = o.http_endpoint;
+  options.registry = registry;
+  absl::StatusOr<std::unique_ptr<metrics::HttpServer>> server =
+      metrics::HttpServer::Start(std::move(options), std::move(handlers));
+  if (!server.ok()) return Annotate(server.status(), "--http-endpoint");
+  DRA_INFO("serving metrics", "endpoint", o.http_endpoint, "port", (*server)->port(), "path",
+           o.metrics_path);
+  return server;
+}
+
+}  // namespace
+
+absl::Status RunController(ProcessOptions o, const FeatureGates& gates, SignalHandler* signals) {
+  ControllerConfig& c = o.controller;
+  RETURN_IF_ERROR(ValidateConfig(c, gates.Enabled(api::gate::kHostManagedIMEXDaemon)));
+  // hostManaged: the host's IMEX daemon; no DNS names and no cliques.
+  c.cliques_enabled = !c.host_managed() && gates.Enabled(api::gate::kComputeDomainCliques);
+  c.feature_gates_text = GatesText(gates);
+  if (!o.pprof_path.empty()) {
+    DRA_WARNING("--pprof-path is accepted for compatibility but has no effect", "path",
+                o.pprof_path);
+  }
+
+  ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(o.kubeconfig));
+  k8s::ClientOptions client_options;
+  client_options.qps = o.kube_api_qps;
+  client_options.burst = o.kube_api_burst;
+  client_options.field_manager = "compute-domain-controller";
+  ASSIGN_OR_RETURN(std::unique_ptr<k8s::Client> client, k8s::Client::Create(rest, client_options));
+
+  metrics::Registry registry;
+  std::unique_ptr<metrics::HttpServer> http;
+  if (!o.http_endpoint.empty()) {
+    ASSIGN_OR_RETURN(http, ServeMetrics(o, &registry));
+  }
+
+  ASSIGN_OR_RETURN(std::unique_ptr<Controller> controller,
+                   Controller::Create(client.get(), c, &registry));
+
+  if (!o.leader_election_enabled) {
+    RETURN_IF_ERROR(controller->Start());
+    DRA_INFO("controller running", "namespace", c.driver_namespace);
+    signals->WaitForShutdown();
+    controller->Stop();
+    return absl::OkStatus();
+  }
+
+  // Leader election gets its own client: its renewals must not queue behind the controller's
+  // requests, and one must not hang longer than the renew deadline.
+  k8s::ClientOptions le_options;
+  le_options.qps = 0;
+  le_options.request_timeout = o.renew_deadline;
+  le_options.field_manager = "compute-domain-controller";
+  ASSIGN_OR_RETURN(std::unique_ptr<k8s::Client> le_client, k8s::Client::Create(rest, le_options));
+  std::unique_ptr<k8s::LeaseLock> lock =
+      k8s::NewApiLeaseLock(le_client.get(), o.leader_election_namespace, o.leader_election_name);
+  k8s::LeaderElectionConfig le;
+  le.lease_namespace = o.leader_election_namespace;
+  le.lease_name = o.leader_election_name;
+  le.identity = k8s::NewLeaderIdentity(c.pod_name);
+  le.lease_duration = o.lease_duration;
+  le.renew_deadline = o.renew_deadline;
+  le.retry_period = o.retry_period;
+  le.release_on_cancel = true;
+
+  absl::Mutex mu;
+  absl::Status start_status;  // guarded by mu
+  std::thread starter;
+  std::unique_ptr<k8s::LeaderElector> elector;
+  k8s::LeaderElector::Callbacks callbacks;
+  // Starting waits for the caches; it runs beside the elector so that renewals go on meanwhile.
+  callbacks.on_started_leading = [&] {
+    starter = std::thread([&] {
+      absl::Status s = controller->Start();
+      if (!s.ok()) {
+        {
+          absl::MutexLock l(&mu);
+          start_status = s;
+        }
+        elector->Stop();
+      }
+    });
+  };
+  callbacks.on_stopped_leading = [&] {
+    if (starter.joinable()) starter.join();
+    controller->Stop();
+    DRA_INFO("stopped leading; controller stopped", "identity", le.identity);
+  };
+  ASSIGN_OR_RETURN(elector, k8s::LeaderElector::Create(le, lock.get(), callbacks));
+  signals->OnShutdown([&elector](int) { elector->Stop(); });
+  absl::Status run = elector->Run();
+  if (starter.joinable()) starter.join();
+  controller->Stop();
+  absl::MutexLock l(&mu);
+  if (!start_status.ok()) return Annotate(start_status, "start controller");
+  return run;
+}
+
+}  // namespace dra::cdcontroller

@@ -1,0 +1,237 @@
+// Controller: the deletion of a ComputeDomain through its finalizer, and the cleanup of objects and
+// node labels of domains that no longer exist. These paths list live from the API server rather
+// than trusting the caches: they run rarely, and deleting on a stale cache would be worse than a
+// few extra requests.
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "lib/cdcontroller/controller.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+#include "lib/k8s/errors.h"
+
+namespace dra::cdcontroller {
+namespace {
+
+using k8s::ComputeDomain;
+
+struct Target {
+  const k8s::ResourceInfo* r;
+  std::string ns;
+  bool operator<(const Target& o) const {
+    return std::tie(r->plural, ns) < std::tie(o.r->plural, o.ns);
+  }
+};
+
+k8s::ListOptions ByDomain(const std::string& uid) {
+  return {.label_selector = absl::StrCat(k8s::kComputeDomainLabel, "=", uid)};
+}
+
+std::string ObjectName(const Target& t, const k8s::ObjectMeta& m) {
+  return absl::StrCat(t.r->kind, " ", m.namespace_name, "/", m.name);
+}
+
+// Deletes the object unless it is already being deleted (the uid precondition spares a newer
+// object of the same name).
+absl::Status DeleteIfLive(k8s::Client* client, const Target& t, const k8s::ObjectMeta& m) {
+  if (m.deletion_timestamp.has_value()) return absl::OkStatus();
+  absl::Status s = client->Delete(*t.r, m.namespace_name, m.name,
+                                  {.uid = m.uid, .propagation_policy = "Background"});
+  if (absl::IsNotFound(s)) return absl::OkStatus();
+  if (!s.ok()) return Annotate(s, absl::StrCat("delete ", ObjectName(t, m)));
+  DRA_INFO("deleted object", "object", ObjectName(t, m));
+  return absl::OkStatus();
+}
+
+// Drops our finalizer from an object that is being deleted, guarded by its resourceVersion.
+absl::Status RemoveFinalizer(k8s::Client* client, const Target& t, const k8s::ObjectMeta& m) {
+  std::vector<std::string> rest;
+  for (const std::string& f : m.finalizers) {
+    if (f != k8s::kComputeDomainFinalizer) rest.push_back(f);
+  }
+  if (rest.size() == m.finalizers.size()) return absl::OkStatus();
+  if (!m.deletion_timestamp.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "not removing the finalizer of ", ObjectName(t, m), " before it is marked for deletion"));
+  }
+  nlohmann::json patch = {
+      {"metadata", {{"resourceVersion", m.resource_version}, {"finalizers", rest}}}};
+  absl::StatusOr<nlohmann::json> r = client->MergePatch(*t.r, m.namespace_name, m.name, patch);
+  if (absl::IsNotFound(r.status())) return absl::OkStatus();
+  if (!r.ok()) return Annotate(r.status(), absl::StrCat("remove finalizer of ", ObjectName(t, m)));
+  return absl::OkStatus();
+}
+
+// Metadata of the objects of `t` labelled with `uid`, listed live.
+absl::StatusOr<std::vector<k8s::ObjectMeta>> ListLabelled(k8s::Client* client, const Target& t,
+                                                          const std::string& uid) {
+  ASSIGN_OR_RETURN(nlohmann::json list, client->ListAll(*t.r, t.ns, ByDomain(uid)));
+  std::vector<k8s::ObjectMeta> out;
+  for (const nlohmann::json& item : list["items"]) {
+    ASSIGN_OR_RETURN(k8s::ObjectMeta m, k8s::ObjectMeta::FromJson(item["metadata"]));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// Deletes every object of `targets` labelled `uid`, then drops the finalizers; OK once all are
+// gone, Unavailable while some remain (the caller retries).
+absl::Status DrainObjects(k8s::Client* client, const std::set<Target>& targets,
+                          const std::string& uid) {
+  for (const Target& t : targets) {
+    ASSIGN_OR_RETURN(std::vector<k8s::ObjectMeta> objs, ListLabelled(client, t, uid));
+    for (const k8s::ObjectMeta& m : objs) RETURN_IF_ERROR(DeleteIfLive(client, t, m));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FinalizeObjects(k8s::Client* client, const std::set<Target>& targets,
+                             const std::string& uid) {
+  std::vector<std::string> remaining;
+  for (const Target& t : targets) {
+    ASSIGN_OR_RETURN(std::vector<k8s::ObjectMeta> objs, ListLabelled(client, t, uid));
+    for (const k8s::ObjectMeta& m : objs) {
+      RETURN_IF_ERROR(RemoveFinalizer(client, t, m));
+      remaining.push_back(ObjectName(t, m));
+    }
+  }
+  // Objects whose finalizer just went are normally gone now; check before the domain lets go.
+  remaining.clear();
+  for (const Target& t : targets) {
+    ASSIGN_OR_RETURN(std::vector<k8s::ObjectMeta> objs, ListLabelled(client, t, uid));
+    for (const k8s::ObjectMeta& m : objs) remaining.push_back(ObjectName(t, m));
+  }
+  if (!remaining.empty()) {
+    return absl::UnavailableError(absl::StrCat("waiting for ", remaining.size(),
+                                               " object(s) to be removed, first ", remaining[0]));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::set<std::string>> Controller::LiveDomainUids() {
+  ASSIGN_OR_RETURN(nlohmann::json list, client_->ListAll(ComputeDomain::kResource, ""));
+  std::set<std::string> uids;
+  for (const nlohmann::json& item : list["items"]) {
+    const nlohmann::json& uid = item["metadata"]["uid"];
+    if (uid.is_string()) uids.insert(uid.get<std::string>());
+  }
+  return uids;
+}
+
+absl::Status Controller::RemoveNodeLabels(const std::string& uid) {
+  ASSIGN_OR_RETURN(nlohmann::json list, client_->ListAll(k8s::Node::kResource, "", ByDomain(uid)));
+  for (const nlohmann::json& item : list["items"]) {
+    ASSIGN_OR_RETURN(k8s::ObjectMeta m, k8s::ObjectMeta::FromJson(item["metadata"]));
+    // The resourceVersion guards against removing a label the plugin just set for another domain.
+    nlohmann::json patch = {{"metadata",
+                             {{"resourceVersion", m.resource_version},
+                              {"labels", {{std::string(k8s::kComputeDomainLabel), nullptr}}}}}};
+    absl::StatusOr<nlohmann::json> r = client_->MergePatch(k8s::Node::kResource, "", m.name, patch);
+    if (absl::IsNotFound(r.status())) continue;
+    if (!r.ok()) {
+      return Annotate(r.status(), absl::StrCat("remove label ", k8s::kComputeDomainLabel,
+                                               " from node ", m.name));
+    }
+    DRA_INFO("removed node label", "node", m.name, "computeDomain", uid);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Controller::FinalizeDomain(const ComputeDomain& cd) {
+  const std::string& uid = cd.metadata.uid;
+  const bool has_finalizer =
+      std::find(cd.metadata.finalizers.begin(), cd.metadata.finalizers.end(),
+                k8s::kComputeDomainFinalizer) != cd.metadata.finalizers.end();
+  if (!has_finalizer) return absl::OkStatus();
+  // Order: the workload's claim template first (no new workload pods), then the daemons' objects,
+  // then the node labels, then the finalizers of the objects, then the domain's.
+  std::set<Target> workload = {
+      {&k8s::ResourceClaimTemplate::kResource, cd.metadata.namespace_name}};
+  std::set<Target> daemons;
+  if (!config_.host_managed()) {
+    for (const std::string& ns : DaemonSetNamespaces()) {
+      daemons.insert({&k8s::ResourceClaimTemplate::kResource, ns});
+      daemons.insert({&k8s::DaemonSet::kResource, ns});
+    }
+  }
+  std::set<Target> all = workload;
+  all.insert(daemons.begin(), daemons.end());
+  RETURN_IF_ERROR(DrainObjects(client_, workload, uid));
+  RETURN_IF_ERROR(DrainObjects(client_, daemons, uid));
+  if (!config_.host_managed()) RETURN_IF_ERROR(RemoveNodeLabels(uid));
+  RETURN_IF_ERROR(FinalizeObjects(client_, all, uid));
+
+  std::vector<std::string> rest;
+  for (const std::string& f : cd.metadata.finalizers) {
+    if (f != k8s::kComputeDomainFinalizer) rest.push_back(f);
+  }
+  nlohmann::json patch = {
+      {"metadata", {{"resourceVersion", cd.metadata.resource_version}, {"finalizers", rest}}}};
+  absl::StatusOr<nlohmann::json> r = client_->MergePatch(
+      ComputeDomain::kResource, cd.metadata.namespace_name, cd.metadata.name, patch);
+  if (absl::IsNotFound(r.status())) return absl::OkStatus();  // finalized by an earlier pass
+  if (!r.ok()) {
+    return Annotate(r.status(), absl::StrCat("remove finalizer of ComputeDomain ",
+                                             cd.metadata.namespace_name, "/", cd.metadata.name));
+  }
+  DRA_INFO("finalized ComputeDomain", "computeDomain",
+           absl::StrCat(cd.metadata.namespace_name, "/", cd.metadata.name), "uid", uid);
+  ForgetStatus(uid);
+  return absl::OkStatus();
+}
+
+absl::Status Controller::CollectGarbage() {
+  std::map<std::string, std::set<Target>> stale;  // domain uid -> where its objects are
+  auto scan = [&](const auto& informer, const k8s::ResourceInfo& r) {
+    if (!informer) return;
+    for (const auto& obj : informer->List()) {
+      auto it = obj->metadata.labels.find(std::string(k8s::kComputeDomainLabel));
+      if (it == obj->metadata.labels.end() || DomainByUid(it->second)) continue;
+      stale[it->second].insert({&r, obj->metadata.namespace_name});
+    }
+  };
+  for (const auto& ds : daemonsets_) scan(ds, k8s::DaemonSet::kResource);
+  scan(daemon_rcts_, k8s::ResourceClaimTemplate::kResource);
+  scan(workload_rcts_, k8s::ResourceClaimTemplate::kResource);
+  if (stale.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::set<std::string> live, LiveDomainUids());
+  absl::Status result;
+  for (const auto& [uid, targets] : stale) {
+    if (live.contains(uid)) continue;
+    DRA_INFO("cleaning up objects of a ComputeDomain that no longer exists", "uid", uid);
+    absl::Status s = DrainObjects(client_, targets, uid);
+    if (s.ok()) s = FinalizeObjects(client_, targets, uid);
+    if (!s.ok()) result.Update(s);
+  }
+  return result;
+}
+
+absl::Status Controller::CleanupStaleNodeLabels() {
+  if (!nodes_) return absl::OkStatus();
+  std::set<std::string> candidates;
+  for (const auto& node : nodes_->List()) {
+    auto it = node->metadata.labels.find(std::string(k8s::kComputeDomainLabel));
+    if (it == node->metadata.labels.end() || DomainByUid(it->second)) continue;
+    if (config_.node_label_cleanup_filter && !config_.node_label_cleanup_filter(it->second)) {
+      continue;
+    }
+    candidates.insert(it->second);
+  }
+  if (candidates.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::set<std::string> live, LiveDomainUids());
+  absl::Status result;
+  for (const std::string& uid : candidates) {
+    if (live.contains(uid)) continue;
+    DRA_INFO("removing node labels of a ComputeDomain that no longer exists", "uid", uid);
+    result.Update(RemoveNodeLabels(uid));
+  }
+  return result;
+}
+
+}  // namespace dra::cdcontroller

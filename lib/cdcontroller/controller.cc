@@ -1,0 +1,415 @@
+#include "lib/cdcontroller/controller.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "lib/cdcontroller/render.h"
+#include "lib/cdcontroller/status.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+#include "lib/k8s/errors.h"
+
+namespace dra::cdcontroller {
+namespace {
+
+using k8s::ComputeDomain;
+using k8s::ComputeDomainClique;
+using k8s::ResourceClaimTemplate;
+
+constexpr char kIndexByDomain[] = "cd";  // label resource.nvidia.com/computeDomain
+constexpr char kIndexByUid[] = "uid";
+
+std::string DomainLabel(const k8s::ObjectMeta& meta) {
+  auto it = meta.labels.find(std::string(k8s::kComputeDomainLabel));
+  return it == meta.labels.end() ? "" : it->second;
+}
+
+template <typename T>
+std::vector<std::string> DomainLabelIndex(const T& obj) {
+  std::string v = DomainLabel(obj.metadata);
+  if (v.empty()) return {};
+  return {v};
+}
+
+std::string Describe(const ComputeDomain& cd) {
+  return absl::StrCat(cd.metadata.namespace_name, "/", cd.metadata.name);
+}
+
+k8s::ListOptions LabelExists() { return {.label_selector = std::string(k8s::kComputeDomainLabel)}; }
+
+k8s::ListOptions LabelExistsWithTarget(absl::string_view target) {
+  return {.label_selector = absl::StrCat(k8s::kComputeDomainLabel, ",",
+                                         k8s::kComputeDomainTargetLabel, "=", target)};
+}
+
+// Creates `object`; AlreadyExists is fine when the existing object carries `uid`'s label.
+absl::Status CreateOwned(k8s::Client* client, const k8s::ResourceInfo& r, const std::string& ns,
+                         const nlohmann::json& object, const std::string& uid,
+                         absl::string_view what) {
+  absl::StatusOr<nlohmann::json> created = client->Create(r, ns, object);
+  if (created.ok()) {
+    DRA_INFO("created object", "kind", r.kind, "object",
+             absl::StrCat(ns, "/", object["metadata"]["name"].get<std::string>()), "computeDomain",
+             uid);
+    return absl::OkStatus();
+  }
+  if (!absl::IsAlreadyExists(created.status())) {
+    return Annotate(created.status(), absl::StrCat("create ", what));
+  }
+  const std::string name = object["metadata"]["name"].get<std::string>();
+  ASSIGN_OR_RETURN(nlohmann::json existing, client->Get(r, ns, name));
+  ASSIGN_OR_RETURN(k8s::ObjectMeta meta, k8s::ObjectMeta::FromJson(existing["metadata"]));
+  if (DomainLabel(meta) != uid) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": ", r.kind, " ", ns, "/", name,
+                                                      " already exists and does not belong to this "
+                                                      "ComputeDomain (label ",
+                                                      k8s::kComputeDomainLabel, "=\"",
+                                                      DomainLabel(meta), "\", expected \"", uid,
+                                                      "\"); delete or rename it"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(k8s::Client* client,
+                                                               ControllerConfig config,
+                                                               metrics::Registry* registry) {
+  if (config.watch_namespace.empty() == false && !config.node_label_cleanup_filter) {
+    config.stale_node_label_cleanup = false;
+  }
+  return std::unique_ptr<Controller>(new Controller(client, std::move(config), registry));
+}
+
+Controller::Controller(k8s::Client* client, ControllerConfig config, metrics::Registry* registry)
+    : client_(client),
+      config_(std::move(config)),
+      queue_({.name = "compute-domains",
+              .base_delay = absl::Milliseconds(5),
+              .max_delay = absl::Minutes(2),
+              .jitter = 0.1,
+              .qps = 10,
+              .burst = 100,
+              .workers = 4}) {
+  if (registry != nullptr) {
+    info_gauge_ = registry->AddGauge("nvidia_dra_compute_domain_info",
+                                     "Number of ComputeDomains per global status.", {"status"});
+    info_gauge_->WithLabels({std::string(k8s::kComputeDomainStatusReady)});
+    info_gauge_->WithLabels({std::string(k8s::kComputeDomainStatusNotReady)});
+  }
+}
+
+Controller::~Controller() { Stop(); }
+
+std::vector<std::string> Controller::DaemonSetNamespaces() const {
+  std::vector<std::string> out = {config_.driver_namespace};
+  for (const std::string& ns : config_.additional_namespaces) {
+    if (std::find(out.begin(), out.end(), ns) == out.end()) out.push_back(ns);
+  }
+  return out;
+}
+
+absl::Status Controller::Start(absl::Duration sync_timeout) {
+  const absl::Duration resync = config_.informer_resync;
+  domains_ = std::make_unique<k8s::Informer<ComputeDomain>>(client_, config_.watch_namespace,
+                                                            k8s::ListOptions{}, resync);
+  domains_->AddIndex(kIndexByUid,
+                     [](const ComputeDomain& cd) { return std::vector{cd.metadata.uid}; });
+  auto on_domain = [this](const std::shared_ptr<const ComputeDomain>& cd) {
+    EnqueueDomain(cd->metadata.uid);
+    if (config_.stale_node_label_cleanup) {
+      queue_.Enqueue("node-labels", [this] { return CleanupStaleNodeLabels(); });
+    }
+  };
+  domains_->AddHandlers({.on_add = on_domain,
+                         .on_update = [on_domain](const auto&, const auto& cd) { on_domain(cd); },
+                         .on_delete = [this](const auto& cd) { ForgetStatus(cd->metadata.uid); }});
+
+  // A removed object of a live domain is created again.
+  auto requeue_owner = [this](const auto& obj) {
+    std::string uid = DomainLabel(obj->metadata);
+    if (!uid.empty()) EnqueueDomain(uid);
+  };
+  if (!config_.host_managed()) {
+    for (const std::string& ns : DaemonSetNamespaces()) {
+      auto ds = std::make_unique<k8s::Informer<k8s::DaemonSet>>(client_, ns, LabelExists(), resync);
+      ds->AddIndex(kIndexByDomain, DomainLabelIndex<k8s::DaemonSet>);
+      ds->AddHandlers({.on_delete = requeue_owner});
+      daemonsets_.push_back(std::move(ds));
+    }
+    daemon_rcts_ = std::make_unique<k8s::Informer<ResourceClaimTemplate>>(
+        client_, config_.driver_namespace, LabelExistsWithTarget(k8s::kComputeDomainTargetDaemon),
+        resync);
+    daemon_rcts_->AddIndex(kIndexByDomain, DomainLabelIndex<ResourceClaimTemplate>);
+    daemon_rcts_->AddHandlers({.on_delete = requeue_owner});
+
+    cliques_ = std::make_unique<k8s::Informer<ComputeDomainClique>>(
+        client_, config_.driver_namespace, k8s::ListOptions{}, resync);
+    cliques_->AddIndex(kIndexByDomain, DomainLabelIndex<ComputeDomainClique>);
+    auto on_clique = [this, requeue_owner](const std::shared_ptr<const ComputeDomainClique>& c) {
+      requeue_owner(c);
+      const std::string key = k8s::Informer<ComputeDomainClique>::KeyOf(*c);
+      queue_.Enqueue("clique/" + key, [this, key] { return PruneClique(key); });
+    };
+    cliques_->AddHandlers({.on_add = on_clique,
+                           .on_update = [on_clique](const auto&, const auto& c) { on_clique(c); },
+                           .on_delete = requeue_owner});
+
+    pods_ = std::make_unique<k8s::Informer<k8s::Pod>>(client_, config_.driver_namespace,
+                                                      LabelExists(), resync);
+    pods_->AddIndex(kIndexByDomain, DomainLabelIndex<k8s::Pod>);
+    // A daemon pod that went away (or moved) may leave clique entries behind.
+    auto prune_cliques_of = [this](const std::shared_ptr<const k8s::Pod>& pod) {
+      const std::string uid = DomainLabel(pod->metadata);
+      for (const auto& c : cliques_->ByIndex(kIndexByDomain, uid)) {
+        const std::string key = k8s::Informer<ComputeDomainClique>::KeyOf(*c);
+        queue_.Enqueue("clique/" + key, [this, key] { return PruneClique(key); });
+      }
+    };
+    pods_->AddHandlers({.on_add = requeue_owner,
+                        .on_update =
+                            [requeue_owner, prune_cliques_of](const auto&, const auto& pod) {
+                              requeue_owner(pod);
+                              prune_cliques_of(pod);
+                            },
+                        .on_delete =
+                            [requeue_owner, prune_cliques_of](const auto& pod) {
+                              requeue_owner(pod);
+                              prune_cliques_of(pod);
+                            }});
+    nodes_ = std::make_unique<k8s::Informer<k8s::Node>>(client_, "", LabelExists(), resync);
+  }
+  workload_rcts_ = std::make_unique<k8s::Informer<ResourceClaimTemplate>>(
+      client_, config_.watch_namespace, LabelExistsWithTarget(k8s::kComputeDomainTargetWorkload),
+      resync);
+  workload_rcts_->AddIndex(kIndexByDomain, DomainLabelIndex<ResourceClaimTemplate>);
+  workload_rcts_->AddHandlers({.on_delete = requeue_owner});
+
+  // Caches first, so that the first reconciles see the objects that exist.
+  std::vector<std::function<bool()>> synced;
+  auto start = [&](auto& informer) {
+    if (!informer) return;
+    informer->Start();
+    synced.push_back([&informer, sync_timeout] { return informer->WaitForSync(sync_timeout); });
+  };
+  for (auto& ds : daemonsets_) start(ds);
+  start(daemon_rcts_);
+  start(workload_rcts_);
+  start(cliques_);
+  start(pods_);
+  start(nodes_);
+  start(domains_);
+  for (auto& wait : synced) {
+    if (!wait()) {
+      return absl::UnavailableError(
+          absl::StrCat("informer caches did not sync within ", absl::FormatDuration(sync_timeout)));
+    }
+  }
+  DRA_INFO("informer caches synced", "computeDomains", domains_->List().size());
+  queue_.Start();
+  queue_.Enqueue("gc", [this] { return CollectGarbage(); });
+  if (config_.stale_node_label_cleanup) {
+    queue_.Enqueue("node-labels", [this] { return CleanupStaleNodeLabels(); });
+  }
+  timer_ = std::thread([this] { TimerLoop(); });
+  return absl::OkStatus();
+}
+
+void Controller::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (timer_.joinable()) timer_.join();
+  queue_.Stop();
+  if (domains_) domains_->Stop();
+  for (auto& ds : daemonsets_) ds->Stop();
+  if (daemon_rcts_) daemon_rcts_->Stop();
+  if (workload_rcts_) workload_rcts_->Stop();
+  if (cliques_) cliques_->Stop();
+  if (pods_) pods_->Stop();
+  if (nodes_) nodes_->Stop();
+}
+
+void Controller::TimerLoop() {
+  absl::Time next_status = absl::Now() + config_.status_resync;
+  absl::Time next_cleanup = absl::Now() + config_.cleanup_interval;
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithDeadline(absl::Condition(&stopping_), std::min(next_status, next_cleanup))) {
+    mu_.Unlock();
+    const absl::Time now = absl::Now();
+    if (now >= next_status) {
+      for (const auto& cd : domains_->List()) EnqueueDomain(cd->metadata.uid);
+      next_status = now + config_.status_resync;
+    }
+    if (now >= next_cleanup) {
+      queue_.Enqueue("gc", [this] { return CollectGarbage(); });
+      if (config_.stale_node_label_cleanup) {
+        queue_.Enqueue("node-labels", [this] { return CleanupStaleNodeLabels(); });
+      }
+      next_cleanup = now + config_.cleanup_interval;
+    }
+    mu_.Lock();
+  }
+}
+
+void Controller::EnqueueDomain(const std::string& uid) {
+  queue_.Enqueue("cd/" + uid, [this, uid] { return ReconcileDomain(uid); });
+}
+
+std::shared_ptr<const ComputeDomain> Controller::DomainByUid(const std::string& uid) const {
+  auto found = domains_->ByIndex(kIndexByUid, uid);
+  return found.empty() ? nullptr : found.front();
+}
+
+absl::Status Controller::ReconcileDomain(const std::string& uid) {
+  std::shared_ptr<const ComputeDomain> cached = DomainByUid(uid);
+  if (!cached) return absl::OkStatus();  // gone; leftovers are the garbage collector's
+  if (cached->metadata.deletion_timestamp.has_value()) return FinalizeDomain(*cached);
+  ComputeDomain cd = *cached;
+  const bool has_finalizer =
+      std::find(cd.metadata.finalizers.begin(), cd.metadata.finalizers.end(),
+                k8s::kComputeDomainFinalizer) != cd.metadata.finalizers.end();
+  if (!has_finalizer) {
+    std::vector<std::string> finalizers = cd.metadata.finalizers;
+    finalizers.push_back(std::string(k8s::kComputeDomainFinalizer));
+    nlohmann::json patch = {
+        {"metadata",
+         {{"resourceVersion", cd.metadata.resource_version}, {"finalizers", finalizers}}}};
+    absl::StatusOr<nlohmann::json> patched = client_->MergePatch(
+        ComputeDomain::kResource, cd.metadata.namespace_name, cd.metadata.name, patch);
+    if (!patched.ok()) {
+      return Annotate(patched.status(),
+                      absl::StrCat("add finalizer to ComputeDomain ", Describe(cd)));
+    }
+    ASSIGN_OR_RETURN(cd, ComputeDomain::FromJson(*patched));
+    DRA_INFO("added finalizer", "computeDomain", Describe(cd), "uid", uid);
+  }
+  if (!config_.host_managed()) RETURN_IF_ERROR(EnsureDaemonObjects(cd));
+  RETURN_IF_ERROR(EnsureWorkloadClaimTemplate(cd));
+  return SyncStatus(cd);
+}
+
+absl::Status Controller::EnsureDaemonObjects(const ComputeDomain& cd) {
+  const std::string& uid = cd.metadata.uid;
+  if (daemon_rcts_->ByIndex(kIndexByDomain, uid).empty()) {
+    ASSIGN_OR_RETURN(nlohmann::json rct, RenderDaemonClaimTemplate(cd, config_));
+    RETURN_IF_ERROR(
+        CreateOwned(client_, ResourceClaimTemplate::kResource, config_.driver_namespace, rct, uid,
+                    absl::StrCat("daemon ResourceClaimTemplate of ComputeDomain ", Describe(cd))));
+  }
+  size_t found = 0;
+  for (const auto& ds : daemonsets_) found += ds->ByIndex(kIndexByDomain, uid).size();
+  if (found > 1) {
+    return absl::FailedPreconditionError(absl::StrCat("more than one DaemonSet labelled ",
+                                                      k8s::kComputeDomainLabel, "=", uid,
+                                                      " (ComputeDomain ", Describe(cd), ")"));
+  }
+  if (found == 0) {
+    ASSIGN_OR_RETURN(nlohmann::json ds, RenderDaemonSet(cd, config_));
+    RETURN_IF_ERROR(CreateOwned(client_, k8s::DaemonSet::kResource, config_.driver_namespace, ds,
+                                uid, absl::StrCat("DaemonSet of ComputeDomain ", Describe(cd))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Controller::EnsureWorkloadClaimTemplate(const ComputeDomain& cd) {
+  const std::string& name = cd.spec.channel.resource_claim_template_name;
+  for (const auto& rct : workload_rcts_->ByIndex(kIndexByDomain, cd.metadata.uid)) {
+    if (rct->metadata.name == name && rct->metadata.namespace_name == cd.metadata.namespace_name) {
+      return absl::OkStatus();
+    }
+  }
+  ASSIGN_OR_RETURN(nlohmann::json rct, RenderWorkloadClaimTemplate(cd, config_));
+  return CreateOwned(
+      client_, ResourceClaimTemplate::kResource, cd.metadata.namespace_name, rct, cd.metadata.uid,
+      absl::StrCat("spec.channel.resourceClaimTemplate.name of ComputeDomain ", Describe(cd)));
+}
+
+absl::Status Controller::SyncStatus(const ComputeDomain& cd) {
+  const std::string& uid = cd.metadata.uid;
+  std::vector<k8s::ComputeDomainNode> nodes;
+  if (!config_.host_managed()) {
+    std::vector<DaemonPod> pods;
+    for (const auto& p : pods_->ByIndex(kIndexByDomain, uid)) pods.push_back(DaemonPodFromPod(*p));
+    if (config_.cliques_enabled) {
+      std::vector<std::shared_ptr<const ComputeDomainClique>> held =
+          cliques_->ByIndex(kIndexByDomain, uid);
+      std::vector<const ComputeDomainClique*> cliques;
+      for (const auto& c : held) cliques.push_back(c.get());
+      nodes = BuildNodes(cliques, pods);
+    } else {
+      nodes = BuildNodesWithoutCliques(cd.status.nodes, pods);
+    }
+  }
+  const std::string status = GlobalStatus(cd.spec.num_nodes, nodes, config_.host_managed());
+  if (status == cd.status.status && SameNodes(nodes, cd.status.nodes)) {
+    RecordStatus(uid, status);
+    return absl::OkStatus();
+  }
+  ComputeDomain next = cd;
+  next.status.status = status;
+  next.status.nodes = nodes;
+  absl::StatusOr<nlohmann::json> updated =
+      client_->UpdateStatus(ComputeDomain::kResource, cd.metadata.namespace_name, next.ToJson());
+  if (!updated.ok()) {
+    return Annotate(updated.status(),
+                    absl::StrCat("update status of ComputeDomain ", Describe(cd)));
+  }
+  DRA_INFO("updated ComputeDomain status", "computeDomain", Describe(cd), "status", status, "nodes",
+           nodes.size());
+  RecordStatus(uid, status);
+  return absl::OkStatus();
+}
+
+absl::Status Controller::PruneClique(const std::string& key) {
+  std::shared_ptr<const ComputeDomainClique> clique = cliques_->Get(key);
+  if (!clique) return absl::OkStatus();
+  const std::string uid = DomainLabel(clique->metadata);
+  std::set<std::string> nodes;
+  for (const auto& p : pods_->ByIndex(kIndexByDomain, uid)) {
+    if (!p->spec.node_name.empty()) nodes.insert(p->spec.node_name);
+  }
+  if (!PrunedDaemons(*clique, nodes)) return absl::OkStatus();
+  // The pod cache may lag behind the clique cache (a daemon registers right after its pod
+  // starts): only what the API server confirms is stale is removed.
+  k8s::ListOptions selector{.label_selector = absl::StrCat(k8s::kComputeDomainLabel, "=", uid)};
+  ASSIGN_OR_RETURN(nlohmann::json live,
+                   client_->ListAll(k8s::Pod::kResource, config_.driver_namespace, selector));
+  for (const nlohmann::json& item : live["items"]) {
+    if (auto pod = k8s::Pod::FromJson(item); pod.ok() && !pod->spec.node_name.empty()) {
+      nodes.insert(pod->spec.node_name);
+    }
+  }
+  std::optional<std::vector<k8s::ComputeDomainDaemonInfo>> kept = PrunedDaemons(*clique, nodes);
+  if (!kept) return absl::OkStatus();
+  ComputeDomainClique next = *clique;
+  next.daemons = *kept;
+  absl::StatusOr<nlohmann::json> updated = client_->Update(
+      ComputeDomainClique::kResource, clique->metadata.namespace_name, next.ToJson());
+  if (!updated.ok()) return Annotate(updated.status(), absl::StrCat("prune clique ", key));
+  DRA_INFO("removed clique entries of nodes without a daemon pod", "clique", key, "removed",
+           clique->daemons.size() - kept->size());
+  return absl::OkStatus();
+}
+
+void Controller::RecordStatus(const std::string& uid, const std::string& status) {
+  if (info_gauge_ == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  statuses_[uid] = status.empty() ? std::string(k8s::kComputeDomainStatusNotReady) : status;
+  std::map<std::string, int> counts = {{std::string(k8s::kComputeDomainStatusReady), 0},
+                                       {std::string(k8s::kComputeDomainStatusNotReady), 0}};
+  for (const auto& [u, s] : statuses_) ++counts[s];
+  for (const auto& [s, n] : counts) info_gauge_->WithLabels({s})->Set(n);
+}
+
+void Controller::ForgetStatus(const std::string& uid) {
+  if (info_gauge_ == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  auto it = statuses_.find(uid);
+  if (it == statuses_.end()) return;
+  info_gauge_->WithLabels({it->second})->Dec();
+  statuses_.erase(it);
+}
+
+}  // namespace dra::cdcontroller

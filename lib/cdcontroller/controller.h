@@ -1,0 +1,108 @@
+#pragma once
+
+// The ComputeDomain controller (docs/compute-domains.md "Controller"). For every ComputeDomain it
+// adds the finalizer, creates the IMEX daemons' DaemonSet and ResourceClaimTemplate in the driver
+// namespace and the workload ResourceClaimTemplate in the domain's namespace (render.h), and keeps
+// status.nodes / status.status in line with the domain's cliques and daemon pods (status.h). When
+// the domain is deleted it removes those objects and the domain's node labels, in order, then its
+// finalizer. Objects and node labels left behind by domains that no longer exist are cleaned up at
+// start and every cleanup_interval (node labels also on every domain event).
+//
+// Everything is driven by informer events through one WorkQueue (work_queue.h); each work item
+// works on one key (a domain UID, a clique, "gc", "node-labels"), so one domain is never
+// reconciled twice at once, and a burst of clique or pod events costs one status write. Writes
+// carry the resourceVersion read (Update, or a merge patch with metadata.resourceVersion), so
+// concurrent writers (daemons, a second controller during a leader hand-over) never overwrite
+// each other: a Conflict retries with backoff on fresh data.
+//
+// Thread-safety: Start and Stop from one thread; the rest is internal.
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/cdcontroller/config.h"
+#include "lib/common/clock.h"
+#include "lib/common/work_queue.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/informer.h"
+#include "lib/k8s/objects_apps.h"
+#include "lib/k8s/objects_compute_domain.h"
+#include "lib/k8s/objects_core.h"
+#include "lib/k8s/objects_resource.h"
+#include "lib/metrics/metrics.h"
+
+namespace dra::cdcontroller {
+
+class Controller {
+ public:
+  // `client` and `registry` (may be null) must outlive the controller.
+  static absl::StatusOr<std::unique_ptr<Controller>> Create(k8s::Client* client,
+                                                            ControllerConfig config,
+                                                            metrics::Registry* registry);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Starts the informers, waits for their first lists (Unavailable after `sync_timeout`), then
+  // the work queue and the periodic resync and cleanup.
+  absl::Status Start(absl::Duration sync_timeout = absl::Minutes(2));
+  // Stops everything; running work items finish first. Safe without or after a failed Start.
+  void Stop();
+
+  // For tests: waits until the queue has nothing to do.
+  bool WaitIdle(absl::Duration timeout) const { return queue_.WaitIdle(timeout); }
+
+ private:
+  Controller(k8s::Client* client, ControllerConfig config, metrics::Registry* registry);
+
+  // Work items (controller.cc).
+  void EnqueueDomain(const std::string& uid);
+  absl::Status ReconcileDomain(const std::string& uid);
+  absl::Status EnsureFinalizer(const k8s::ComputeDomain& cd);
+  absl::Status EnsureDaemonObjects(const k8s::ComputeDomain& cd);
+  absl::Status EnsureWorkloadClaimTemplate(const k8s::ComputeDomain& cd);
+  absl::Status SyncStatus(const k8s::ComputeDomain& cd);
+  absl::Status PruneClique(const std::string& key);
+  std::shared_ptr<const k8s::ComputeDomain> DomainByUid(const std::string& uid) const;
+  void RecordStatus(const std::string& uid, const std::string& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void ForgetStatus(const std::string& uid) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Deletion and cleanup (cleanup.cc).
+  absl::Status FinalizeDomain(const k8s::ComputeDomain& cd);
+  absl::Status RemoveNodeLabels(const std::string& uid);
+  absl::Status CollectGarbage();
+  absl::Status CleanupStaleNodeLabels();
+  // UIDs of all ComputeDomains in the cluster, listed live (not from the cache).
+  absl::StatusOr<std::set<std::string>> LiveDomainUids();
+  std::vector<std::string> DaemonSetNamespaces() const;
+
+  void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  k8s::Client* const client_;
+  const ControllerConfig config_;
+  metrics::Family<metrics::Gauge>* info_gauge_ = nullptr;
+  WorkQueue queue_;
+
+  std::unique_ptr<k8s::Informer<k8s::ComputeDomain>> domains_;
+  std::vector<std::unique_ptr<k8s::Informer<k8s::DaemonSet>>> daemonsets_;  // one per namespace
+  std::unique_ptr<k8s::Informer<k8s::ResourceClaimTemplate>> daemon_rcts_;
+  std::unique_ptr<k8s::Informer<k8s::ResourceClaimTemplate>> workload_rcts_;
+  std::unique_ptr<k8s::Informer<k8s::ComputeDomainClique>> cliques_;
+  std::unique_ptr<k8s::Informer<k8s::Pod>> pods_;
+  std::unique_ptr<k8s::Informer<k8s::Node>> nodes_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::string> statuses_ ABSL_GUARDED_BY(mu_);  // uid -> status.status
+  std::thread timer_;
+};
+
+}  // namespace dra::cdcontroller
