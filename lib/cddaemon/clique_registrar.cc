@@ -156,9 +156,14 @@ absl::Status CliqueRegistrar::Stop(absl::Duration budget) {
     stop_ = true;
   }
   if (worker_.joinable()) worker_.join();
+  // The informer stops after the removal: its watch notices a stop only at its next poll, and
+  // deregistration should not wait for that.
+  absl::Status removed = budget > absl::ZeroDuration() ? RemoveOwnEntry(budget) : absl::OkStatus();
   informer_.Stop();
-  if (budget <= absl::ZeroDuration()) return absl::OkStatus();
+  return removed;
+}
 
+absl::Status CliqueRegistrar::RemoveOwnEntry(absl::Duration budget) {
   absl::Time deadline = absl::Now() + budget;
   Backoff backoff(options_.backoff);
   absl::Status last;

@@ -71,6 +71,7 @@ class CliqueRegistrar {
   // One pass: read, create or edit, write, callback.
   absl::Status SyncOnce(bool reread, std::optional<bool> ready);
   absl::StatusOr<k8s::ComputeDomainClique> ReadLatest();
+  absl::Status RemoveOwnEntry(absl::Duration budget);
 
   k8s::Client* const client_;
   const CliqueRegistrarOptions options_;

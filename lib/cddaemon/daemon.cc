@@ -125,9 +125,9 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
 
   signals->WaitForShutdown();
   DRA_INFO("shutting down: removing own clique entry and stopping nvidia-imex");
-  pod_watch.Stop();
   absl::Status removed = registrar.Stop(kRemoveEntryBudget);
   if (!removed.ok()) DRA_ERROR("could not remove own clique entry", "err", removed);
+  pod_watch.Stop();
   imex.Stop();
   DRA_INFO("Exiting");
   absl::MutexLock lock(&fatal_mu);
