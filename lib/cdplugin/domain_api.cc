@@ -73,7 +73,7 @@ absl::Status KubeDomainApi::AddNodeLabel(const std::string& cd_uid) {
     node["metadata"]["labels"][kLabel] = cd_uid;
     // An Update with the node's resourceVersion: a concurrent writer makes it Conflict (retried
     // above) instead of two domains both believing they own the node.
-    return client_->Update(k8s::Node::kResource, "", node_name_, node).status();
+    return client_->Update(k8s::Node::kResource, "", node).status();
   });
 }
 
@@ -84,7 +84,7 @@ absl::Status KubeDomainApi::RemoveNodeLabel(const std::string& cd_uid) {
     RETURN_IF_ERROR(node.status());
     if (NodeLabel(*node) != cd_uid) return absl::OkStatus();
     (*node)["metadata"]["labels"].erase(kLabel);
-    return client_->Update(k8s::Node::kResource, "", node_name_, *node).status();
+    return client_->Update(k8s::Node::kResource, "", *node).status();
   });
 }
 

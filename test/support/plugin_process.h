@@ -1,7 +1,9 @@
 #pragma once
 
-// Runs the real gpu-kubelet-plugin binary against a mock driver root and the local cluster, for
-// integration tests and benchmarks: start, stop (SIGTERM or SIGKILL), and the DRA socket.
+// Runs the real gpu-kubelet-plugin binary (or, with `binary` and `driver_name` set, the
+// compute-domain-kubelet-plugin, which takes the same flags used here) against a mock driver root
+// and the local cluster, for integration tests and benchmarks: start, stop (SIGTERM or SIGKILL),
+// and the DRA socket.
 
 #include <signal.h>
 #include <sys/socket.h>
@@ -24,6 +26,7 @@ struct PluginProcessOptions {
   std::string driver_root;  // a mock driver root (make-driver-root.sh)
   std::string work_dir;     // kubelet dirs, CDI root and the log live here
   std::vector<std::string> extra_args;
+  std::string driver_name = "gpu.nvidia.com";  // names the plugin data directory
 };
 
 class PluginProcess {
@@ -36,7 +39,7 @@ class PluginProcess {
   std::string plugins_dir() const { return o_.work_dir + "/kubelet/plugins"; }
   std::string registry_dir() const { return o_.work_dir + "/kubelet/registry"; }
   std::string cdi_dir() const { return o_.work_dir + "/cdi"; }
-  std::string data_dir() const { return plugins_dir() + "/gpu.nvidia.com"; }
+  std::string data_dir() const { return plugins_dir() + "/" + o_.driver_name; }
   std::string socket() const { return data_dir() + "/dra.sock"; }
   std::string log() const { return o_.work_dir + "/plugin.log"; }
   pid_t pid() const { return pid_; }

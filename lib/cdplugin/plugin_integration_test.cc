@@ -1,0 +1,331 @@
+// The compute-domain-kubelet-plugin binary against the local control plane and a gb200-4x mock
+// driver root: the slice it publishes, a daemon claim's CDI spec, a channel claim held back until
+// a ComputeDomainClique marks this node's daemon Ready, allocationMode All, and the node label
+// coming and going. Everything lives in a fake Node and two namespaces of this test, removed at
+// the end.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "lib/cdi/spec.h"
+#include "lib/common/atomic_file.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/objects_compute_domain.h"
+#include "lib/k8s/objects_core.h"
+#include "lib/k8s/objects_resource.h"
+#include "lib/k8s/rest_config.h"
+#include "proto/dra/v1/api.grpc.pb.h"
+#include "test/doubles/mock-nvml/caps_minors.h"
+#include "test/doubles/testing/mock_driver_root.h"
+#include "test/support/plugin_process.h"
+
+namespace dra::cdplugin {
+namespace {
+
+namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+namespace fs = std::filesystem;
+using dra::k8s::Client;
+using dra::k8s::ResourceClaim;
+using dra::k8s::ResourceSlice;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kDriver[] = "compute-domain.nvidia.com";
+constexpr char kClique[] = "dd6ffbfa-8abc-4492-a855-efc01b31186c.7";
+const k8s::ResourceInfo kNamespace{"", "v1", "Namespace", "namespaces", false};
+
+class CdPluginIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cfg = k8s::LoadKubeconfig(dra::testing::AdminKubeconfig());
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    client_ = std::move(*Client::Create(*cfg, {.qps = 0}));
+    const std::string id = absl::StrCat(getpid(), "-", ++counter_);
+    node_ = "cd-plugin-it-" + id;
+    user_ns_ = "cd-plugin-it-user-" + id;
+    driver_ns_ = "cd-plugin-it-driver-" + id;
+    ASSERT_TRUE(
+        client_
+            ->Create(k8s::Node::kResource, "",
+                     {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node_}}}})
+            .ok());
+    for (const std::string& ns : {user_ns_, driver_ns_}) {
+      ASSERT_TRUE(
+          client_
+              ->Create(kNamespace, "",
+                       {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}})
+              .ok());
+    }
+    auto cd = client_->Create(
+        k8s::ComputeDomain::kResource, user_ns_,
+        {{"apiVersion", "resource.nvidia.com/v1beta1"},
+         {"kind", "ComputeDomain"},
+         {"metadata", {{"name", "domain"}, {"namespace", user_ns_}}},
+         {"spec", {{"numNodes", 0}, {"channel", {{"resourceClaimTemplate", {{"name", "ch"}}}}}}}});
+    ASSERT_TRUE(cd.ok()) << cd.status();
+    cd_uid_ = (*cd)["metadata"]["uid"];
+
+    const std::string root = tmp_.path() + "/root";
+    ASSERT_TRUE(dra::testing::MakeMockDriverRoot("gb200-4x", root).ok());
+    for (const char* name : {"nvidia-imex", "nvidia-imex-ctl"}) {  // unless the fakes were built
+      if (!fs::exists(root + "/usr/bin/" + name)) {
+        ASSERT_TRUE(WriteFileAtomically(root + "/usr/bin/" + name, "#!/bin/sh\n", 0755).ok());
+      }
+    }
+    plugin_ = std::make_unique<dra::testing::PluginProcess>(dra::testing::PluginProcessOptions{
+        .binary = std::string(DRA_BINARY_DIR) +
+                  "/cmd/compute-domain-kubelet-plugin/compute-domain-kubelet-plugin",
+        .node_name = node_,
+        .driver_root = root,
+        .work_dir = tmp_.path(),
+        .extra_args = {"--namespace=" + driver_ns_, "-v=2"},
+        .driver_name = kDriver});
+    plugin_->Start();
+    ASSERT_TRUE(plugin_->WaitForSocket()) << "no DRA socket; see " << plugin_->log();
+  }
+
+  void TearDown() override {
+    plugin_.reset();
+    auto slices = client_->ListAll(ResourceSlice::kResource, "",
+                                   {.field_selector = "spec.nodeName=" + node_});
+    if (slices.ok()) {
+      for (const auto& s : (*slices)["items"]) {
+        (void)client_->Delete(ResourceSlice::kResource, "", s["metadata"]["name"]);
+      }
+    }
+    for (const std::string& ns : {user_ns_, driver_ns_}) (void)client_->Delete(kNamespace, "", ns);
+    (void)client_->Delete(k8s::Node::kResource, "", node_);
+    if (HasFailure()) {
+      auto log = ReadFile(plugin_log_);
+      if (log.ok()) std::cerr << "plugin log:\n" << *log << "\n";
+    }
+  }
+
+  // A claim in `ns`, allocated through the status subresource as the scheduler would.
+  std::string AllocatedClaim(const std::string& ns, const std::string& name,
+                             const std::string& device, const nlohmann::json& params) {
+    const std::string request = device.rfind("channel", 0) == 0 ? "channel" : "daemon";
+    nlohmann::json c = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "ResourceClaim"},
+        {"metadata", {{"name", name}, {"namespace", ns}}},
+        {"spec",
+         {{"devices",
+           {{"requests",
+             {{{"name", request},
+               {"exactly",
+                {{"deviceClassName", "compute-domain-default-channel.nvidia.com"}}}}}}}}}}};
+    auto created = client_->Create(ResourceClaim::kResource, ns, c);
+    EXPECT_TRUE(created.ok()) << created.status();
+    (*created)["status"] = {
+        {"allocation",
+         {{"devices",
+           {{"results",
+             {{{"request", request}, {"driver", kDriver}, {"pool", node_}, {"device", device}}}},
+            {"config",
+             {{{"source", "FromClaim"},
+               {"requests", {request}},
+               {"opaque", {{"driver", kDriver}, {"parameters", params}}}}}}}}}}};
+    auto updated = client_->UpdateStatus(ResourceClaim::kResource, ns, *created);
+    EXPECT_TRUE(updated.ok()) << updated.status();
+    return (*updated)["metadata"]["uid"];
+  }
+  nlohmann::json Config(const std::string& kind, const std::string& mode = "") {
+    nlohmann::json j = {
+        {"apiVersion", "resource.nvidia.com/v1beta1"}, {"kind", kind}, {"domainID", cd_uid_}};
+    if (!mode.empty()) j["allocationMode"] = mode;
+    return j;
+  }
+
+  std::unique_ptr<drapb::DRAPlugin::Stub> Stub() {
+    return drapb::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix://" + plugin_->socket(), grpc::InsecureChannelCredentials()));
+  }
+  // The claim's error ("" on success) or the gRPC error.
+  std::string Prepare(const std::string& ns, const std::string& name, const std::string& uid,
+                      std::vector<std::string>* cdi_ids, int deadline_s = 45) {
+    drapb::NodePrepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_(ns);
+    c->set_name(name);
+    c->set_uid(uid);
+    drapb::NodePrepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
+    grpc::Status s = Stub()->NodePrepareResources(&ctx, req, &resp);
+    if (!s.ok()) return "grpc: " + s.error_message();
+    if (!resp.claims().contains(uid)) return "no result for claim";
+    const auto& r = resp.claims().at(uid);
+    for (const auto& d : r.devices()) {
+      for (const auto& id : d.cdi_device_ids()) cdi_ids->push_back(id);
+    }
+    return r.error();
+  }
+  std::string Unprepare(const std::string& ns, const std::string& name, const std::string& uid) {
+    drapb::NodeUnprepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_(ns);
+    c->set_name(name);
+    c->set_uid(uid);
+    drapb::NodeUnprepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
+    grpc::Status s = Stub()->NodeUnprepareResources(&ctx, req, &resp);
+    if (!s.ok()) return "grpc: " + s.error_message();
+    return resp.claims().at(uid).error();
+  }
+  cdi::Spec Spec(const std::string& uid) {
+    auto text =
+        ReadFile(plugin_->cdi_dir() + "/k8s.compute-domain.nvidia.com-claim_" + uid + ".json");
+    EXPECT_TRUE(text.ok()) << text.status();
+    auto spec = cdi::DecodeSpec(text.ok() ? *text : "{}");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return spec.ok() ? *spec : cdi::Spec();
+  }
+  std::string NodeLabel() {
+    auto node = client_->Get(k8s::Node::kResource, "", node_);
+    EXPECT_TRUE(node.ok());
+    return node->value("metadata", nlohmann::json::object())
+        .value("labels", nlohmann::json::object())
+        .value(std::string(k8s::kComputeDomainLabel), "");
+  }
+
+  static inline int counter_ = 0;
+  dra::testing::TempDir tmp_;
+  std::string plugin_log_ = tmp_.path() + "/plugin.log";
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<dra::testing::PluginProcess> plugin_;
+  std::string node_, user_ns_, driver_ns_, cd_uid_;
+};
+
+TEST_F(CdPluginIntegrationTest, DaemonAndChannelClaimsThroughTheCliqueReadinessGate) {
+  // The slice: one pool named after the node, channel-0 and daemon-0.
+  std::vector<ResourceSlice> slices;
+  for (int i = 0; i < 1000 && slices.empty(); ++i) {
+    auto list = client_->ListAll(ResourceSlice::kResource, "",
+                                 {.field_selector = "spec.nodeName=" + node_});
+    if (list.ok()) {
+      for (const auto& item : (*list)["items"]) slices.push_back(*ResourceSlice::FromJson(item));
+    }
+    if (slices.empty()) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0].spec.driver, kDriver);
+  EXPECT_EQ(slices[0].spec.pool.name, node_);
+  ASSERT_EQ(slices[0].spec.devices.size(), 2u);
+  EXPECT_EQ(slices[0].spec.devices[0].name, "channel-0");
+  EXPECT_EQ(slices[0].spec.devices[0].attributes.at("type").string_value, "channel");
+  EXPECT_EQ(slices[0].spec.devices[0].attributes.at("id").int_value, 0);
+  EXPECT_EQ(slices[0].spec.devices[1].name, "daemon-0");
+  EXPECT_EQ(slices[0].spec.devices[1].attributes.at("type").string_value, "daemon");
+
+  // The daemon claim.
+  const std::string daemon_uid =
+      AllocatedClaim(driver_ns_, "daemon", "daemon-0", Config("ComputeDomainDaemonConfig"));
+  std::vector<std::string> ids;
+  ASSERT_EQ(Prepare(driver_ns_, "daemon", daemon_uid, &ids), "");
+  EXPECT_THAT(ids, ElementsAre("k8s.compute-domain.nvidia.com/device=all",
+                               "k8s.compute-domain.nvidia.com/claim=" + daemon_uid + "-daemon-0"));
+  EXPECT_TRUE(fs::exists(plugin_->cdi_dir() + "/k8s.compute-domain.nvidia.com-device_base.json"));
+  {
+    cdi::Spec spec = Spec(daemon_uid);
+    ASSERT_EQ(spec.devices.size(), 1u);
+    const cdi::ContainerEdits& e = spec.devices[0].container_edits;
+    EXPECT_THAT(e.env,
+                ElementsAre(absl::StrCat("CLIQUE_ID=", kClique), "COMPUTE_DOMAIN_UUID=" + cd_uid_,
+                            "COMPUTE_DOMAIN_NAME=domain", "COMPUTE_DOMAIN_NAMESPACE=" + user_ns_));
+    ASSERT_EQ(e.mounts.size(), 3u);
+    EXPECT_EQ(e.mounts[0].host_path, plugin_->data_dir() + "/domains/" + cd_uid_);
+    EXPECT_EQ(e.mounts[0].container_path, "/imexd");
+    EXPECT_EQ(e.mounts[1].container_path, "/usr/bin/nvidia-imex");
+    EXPECT_EQ(e.mounts[2].container_path, "/usr/bin/nvidia-imex-ctl");
+    ASSERT_EQ(e.device_nodes.size(), 1u);
+    EXPECT_EQ(e.device_nodes[0].path, "/dev/nvidia-caps/nvidia-cap0");
+    EXPECT_TRUE(fs::exists(plugin_->data_dir() + "/domains/" + cd_uid_ + "/imexd.cfg.tmpl"));
+  }
+
+  // The channel claim: not ready (no clique yet), but the node is labelled for the daemon.
+  const std::string channel_uid =
+      AllocatedClaim(user_ns_, "channel", "channel-0", Config("ComputeDomainChannelConfig"));
+  ids.clear();
+  EXPECT_THAT(Prepare(user_ns_, "channel", channel_uid, &ids, /*deadline_s=*/4),
+              HasSubstr("current node not ready in ComputeDomain"));
+  EXPECT_EQ(NodeLabel(), cd_uid_);
+  // A prepare waiting inside its call is released by the daemon becoming Ready.
+  const absl::Time released_after = absl::Now() + absl::Seconds(1);
+  auto waiting = std::async(std::launch::async, [&] {
+    std::vector<std::string> got;
+    std::string err = Prepare(user_ns_, "channel", channel_uid, &got);
+    EXPECT_GE(absl::Now(), released_after);  // it waited for the clique
+    return std::pair{err, got};
+  });
+  absl::SleepFor(absl::Seconds(1));
+  auto clique = client_->Create(
+      k8s::ComputeDomainClique::kResource, driver_ns_,
+      {{"apiVersion", "resource.nvidia.com/v1beta1"},
+       {"kind", "ComputeDomainClique"},
+       {"metadata", {{"name", k8s::CliqueObjectName(cd_uid_, kClique)}, {"namespace", driver_ns_}}},
+       {"daemons",
+        {{{"nodeName", node_},
+          {"ipAddress", "10.1.2.3"},
+          {"cliqueID", kClique},
+          {"index", 0},
+          {"status", "Ready"}}}}});
+  ASSERT_TRUE(clique.ok()) << clique.status();
+  auto [err, got] = waiting.get();
+  ASSERT_EQ(err, "");
+  EXPECT_THAT(got,
+              ElementsAre("k8s.compute-domain.nvidia.com/claim=" + channel_uid + "-channel-0"));
+  {
+    cdi::Spec spec = Spec(channel_uid);
+    ASSERT_EQ(spec.devices.size(), 1u);
+    const auto& nodes = spec.devices[0].container_edits.device_nodes;
+    ASSERT_EQ(nodes.size(), 1u);
+    EXPECT_EQ(nodes[0].path, "/dev/nvidia-caps-imex-channels/channel0");
+    EXPECT_EQ(nodes[0].major, mock_nvml::kNvidiaCapsImexChannelsMajor);
+  }
+
+  // Unprepare removes the label; the All claim then gets every channel.
+  EXPECT_EQ(Unprepare(user_ns_, "channel", channel_uid), "");
+  EXPECT_EQ(NodeLabel(), "");
+  EXPECT_FALSE(fs::exists(plugin_->cdi_dir() + "/k8s.compute-domain.nvidia.com-claim_" +
+                          channel_uid + ".json"));
+  const std::string all_uid =
+      AllocatedClaim(user_ns_, "all", "channel-0", Config("ComputeDomainChannelConfig", "All"));
+  ids.clear();
+  ASSERT_EQ(Prepare(user_ns_, "all", all_uid, &ids), "");
+  EXPECT_EQ(NodeLabel(), cd_uid_);
+  {
+    cdi::Spec spec = Spec(all_uid);
+    ASSERT_EQ(spec.devices.size(), 1u);
+    const auto& nodes = spec.devices[0].container_edits.device_nodes;
+    ASSERT_EQ(nodes.size(), 2048u);
+    EXPECT_EQ(nodes[2047].path, "/dev/nvidia-caps-imex-channels/channel2047");
+  }
+  EXPECT_EQ(Unprepare(user_ns_, "all", all_uid), "");
+  EXPECT_EQ(NodeLabel(), "");
+  EXPECT_EQ(Unprepare(driver_ns_, "daemon", daemon_uid), "");
+  EXPECT_EQ(Unprepare(driver_ns_, "daemon", daemon_uid), "");  // idempotent
+}
+
+TEST_F(CdPluginIntegrationTest, UnknownConfigFieldFailsAtOnce) {
+  nlohmann::json params = Config("ComputeDomainChannelConfig");
+  params["unexpectedField"] = "x";
+  const std::string uid = AllocatedClaim(user_ns_, "bad", "channel-0", params);
+  std::vector<std::string> ids;
+  const absl::Time start = absl::Now();
+  std::string err = Prepare(user_ns_, "bad", uid, &ids);
+  EXPECT_THAT(err, HasSubstr("unknown field \"unexpectedField\""));
+  EXPECT_THAT(err, HasSubstr("permanent error"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(NodeLabel(), "");
+}
+
+}  // namespace
+}  // namespace dra::cdplugin
