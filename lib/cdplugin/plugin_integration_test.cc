@@ -4,6 +4,9 @@
 // coming and going. Everything lives in a fake Node and two namespaces of this test, removed at
 // the end.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "lib/cdi/spec.h"
@@ -39,6 +43,38 @@ using ::testing::HasSubstr;
 constexpr char kDriver[] = "compute-domain.nvidia.com";
 constexpr char kClique[] = "dd6ffbfa-8abc-4492-a855-efc01b31186c.7";
 const k8s::ResourceInfo kNamespace{"", "v1", "Namespace", "namespaces", false};
+
+// grpc.health.v1.Health/Check with an empty request; returns the status field (1 = SERVING).
+int HealthStatus(int port) {
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](const grpc::Status& s) { done.set_value(s); });
+  if (!done.get_future().get().ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return -1;
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : -1;  // field 1, varint
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  (void)bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
 
 class CdPluginIntegrationTest : public ::testing::Test {
  protected:
@@ -84,7 +120,9 @@ class CdPluginIntegrationTest : public ::testing::Test {
         .node_name = node_,
         .driver_root = root,
         .work_dir = tmp_.path(),
-        .extra_args = {"--namespace=" + driver_ns_, "-v=2"},
+        .extra_args = {"--namespace=" + driver_ns_, "-v=2",
+                       absl::StrCat("--healthcheck-port=", health_port_),
+                       absl::StrCat("--http-endpoint=127.0.0.1:", http_port_)},
         .driver_name = kDriver});
     plugin_->Start();
     ASSERT_TRUE(plugin_->WaitForSocket()) << "no DRA socket; see " << plugin_->log();
@@ -197,6 +235,8 @@ class CdPluginIntegrationTest : public ::testing::Test {
   }
 
   static inline int counter_ = 0;
+  const int health_port_ = FreePort();
+  const int http_port_ = FreePort();
   dra::testing::TempDir tmp_;
   std::string plugin_log_ = tmp_.path() + "/plugin.log";
   std::unique_ptr<Client> client_;
@@ -312,6 +352,23 @@ TEST_F(CdPluginIntegrationTest, DaemonAndChannelClaimsThroughTheCliqueReadinessG
   EXPECT_EQ(NodeLabel(), "");
   EXPECT_EQ(Unprepare(driver_ns_, "daemon", daemon_uid), "");
   EXPECT_EQ(Unprepare(driver_ns_, "daemon", daemon_uid), "");  // idempotent
+
+  // Metrics and the gRPC health port.
+  auto metrics_client =
+      Client::Create(k8s::RestConfig{.server = absl::StrCat("http://127.0.0.1:", http_port_)});
+  ASSERT_TRUE(metrics_client.ok());
+  auto text = (*metrics_client)->GetRaw("/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("nvidia_dra_requests_total{driver=\"compute-domain.nvidia.com\","
+                               "operation=\"prepare\"} 3"));
+  EXPECT_THAT(*text, HasSubstr("nvidia_dra_requests_total{driver=\"compute-domain.nvidia.com\","
+                               "operation=\"unprepare\"} 4"));
+  EXPECT_THAT(*text, HasSubstr("nvidia_dra_node_prepare_errors_total{driver=\"compute-domain."
+                               "nvidia.com\",error_type=\"prepare_devices\"} 1"));
+  EXPECT_THAT(*text, HasSubstr(absl::StrCat("nvidia_dra_prepared_devices{node=\"", node_,
+                                            "\",driver=\"compute-domain.nvidia.com\","
+                                            "device_type=\"channel\"} 0")));
+  EXPECT_EQ(HealthStatus(health_port_), 1);
 }
 
 TEST_F(CdPluginIntegrationTest, UnknownConfigFieldFailsAtOnce) {
