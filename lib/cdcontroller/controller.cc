@@ -222,13 +222,20 @@ void Controller::Stop() {
   }
   if (timer_.joinable()) timer_.join();
   queue_.Stop();
-  if (domains_) domains_->Stop();
-  for (auto& ds : daemonsets_) ds->Stop();
-  if (daemon_rcts_) daemon_rcts_->Stop();
-  if (workload_rcts_) workload_rcts_->Stop();
-  if (cliques_) cliques_->Stop();
-  if (pods_) pods_->Stop();
-  if (nodes_) nodes_->Stop();
+  // Each informer notices a stop within about a second (its watch polls for it); stopping them
+  // side by side keeps a leader hand-over short.
+  std::vector<std::thread> stoppers;
+  auto stop = [&stoppers](auto& informer) {
+    if (informer) stoppers.emplace_back([&informer] { informer->Stop(); });
+  };
+  stop(domains_);
+  for (auto& ds : daemonsets_) stop(ds);
+  stop(daemon_rcts_);
+  stop(workload_rcts_);
+  stop(cliques_);
+  stop(pods_);
+  stop(nodes_);
+  for (std::thread& t : stoppers) t.join();
 }
 
 void Controller::TimerLoop() {
