@@ -41,7 +41,21 @@ DeviceState::DeviceState(DeviceStateOptions options, checkpoint::Checkpoint* che
       checkpoint_(checkpoint),
       cdi_(cdi),
       api_(api),
-      clock_(options_.clock != nullptr ? options_.clock : RealClock::Get()) {}
+      clock_(options_.clock != nullptr ? options_.clock : RealClock::Get()),
+      clique_id_(options_.clique_id) {}
+
+std::string DeviceState::clique_id() const {
+  absl::MutexLock lock(&clique_mu_);
+  return clique_id_;
+}
+
+bool DeviceState::SetCliqueId(const std::string& clique_id) {
+  absl::MutexLock lock(&clique_mu_);
+  if (clique_id.empty() || clique_id == clique_id_) return false;
+  DRA_INFO("NVLink clique ID changed", "from", clique_id_, "to", clique_id);
+  clique_id_ = clique_id;
+  return true;
+}
 
 std::string DeviceState::DomainDir(const std::string& cd_uid) const {
   return absl::StrCat(DomainsDir(), "/", cd_uid);
@@ -145,17 +159,17 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
 absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareChannel(const RecordedDevice& d,
                                                                 const k8s::ComputeDomain& domain) {
   RETURN_IF_ERROR(api_->AddNodeLabel(d.domain_id));
-  absl::StatusOr<bool> ready = api_->DaemonReady(domain, options_.clique_id);
+  const std::string clique = clique_id();
+  absl::StatusOr<bool> ready = api_->DaemonReady(domain, clique);
   if (!ready.ok()) {
     return Annotate(ready.status(), absl::StrCat("readiness in ComputeDomain ", DomainRef(domain)));
   }
   if (!*ready) {
-    return RetryableError(
-        absl::StrCat("current node not ready in ComputeDomain ", DomainRef(domain),
-                     ": the IMEX daemon on node ", options_.node_name, " is not Ready yet (clique ",
-                     options_.clique_id.empty() ? "\"\"" : options_.clique_id, ")"));
+    return RetryableError(absl::StrCat(
+        "current node not ready in ComputeDomain ", DomainRef(domain), ": the IMEX daemon on node ",
+        options_.node_name, " is not Ready yet (clique ", clique.empty() ? "\"\"" : clique, ")"));
   }
-  if (options_.clique_id.empty()) return cdi::ContainerEdits();  // no NVLink fabric: no channel
+  if (clique.empty()) return cdi::ContainerEdits();  // no NVLink fabric: no channel
   return ChannelEdits(options_.imex_channels_major,
                       d.allocation_mode == "All" ? kImexChannelCount : 1);
 }
@@ -169,7 +183,7 @@ absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareDaemon(const RecordedDev
   const std::string dir = DomainDir(d.domain_id);
   RETURN_IF_ERROR(MakeDirectories(dir, 0755));
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/imexd.cfg.tmpl", ImexConfigTemplate(), 0644));
-  DaemonEditsInput in{.clique_id = options_.clique_id,
+  DaemonEditsInput in{.clique_id = clique_id(),
                       .domain_uid = domain->metadata.uid,
                       .domain_name = domain->metadata.name,
                       .domain_namespace = domain->metadata.namespace_name,
@@ -184,7 +198,7 @@ absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareDaemon(const RecordedDev
     }
     *out = options_.root->ToHostPath(*path);
   }
-  if (!options_.clique_id.empty()) {
+  if (!in.clique_id.empty()) {
     absl::StatusOr<driverroot::DeviceNodeInfo> cap = ImexManagementCapability(*options_.root);
     if (!cap.ok()) return Annotate(cap.status(), "IMEX management capability (fabric-imex-mgmt)");
     in.imex_mgmt_capability = *cap;

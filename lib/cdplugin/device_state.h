@@ -54,7 +54,7 @@ namespace dra::cdplugin {
 struct DeviceStateOptions {
   std::string node_name;   // the pool name
   std::string plugin_dir;  // <data dir>: domains/ lives here
-  std::string clique_id;   // "" on a node without NVLink fabric
+  std::string clique_id;   // "" on a node without NVLink fabric; see SetCliqueId
   int64_t imex_channels_major = 0;
   const driverroot::DriverRoot* root = nullptr;  // IMEX binaries, capability files
   Clock* clock = nullptr;                        // RealClock when null
@@ -77,7 +77,11 @@ class DeviceState {
   // <data dir>/domains/<cdUID>.
   std::string DomainDir(const std::string& cd_uid) const;
   std::string DomainsDir() const { return options_.plugin_dir + "/domains"; }
-  const std::string& clique_id() const { return options_.clique_id; }
+  std::string clique_id() const;
+  // Adopts a rediscovered clique ID for later prepares (prepared claims keep theirs). Only a
+  // non-empty value is adopted: a GPU that drops off the fabric for a moment must not turn the
+  // node into a non-fabric node. Returns whether the value changed.
+  bool SetCliqueId(const std::string& clique_id);
 
  private:
   std::shared_ptr<absl::Mutex> ClaimMutex(const std::string& uid);
@@ -90,6 +94,9 @@ class DeviceState {
   CdiSpecs* const cdi_;
   DomainApi* const api_;
   Clock* const clock_;
+
+  mutable absl::Mutex clique_mu_;
+  std::string clique_id_ ABSL_GUARDED_BY(clique_mu_);
 
   absl::Mutex claims_mu_;
   std::map<std::string, std::shared_ptr<absl::Mutex>> claim_mutexes_ ABSL_GUARDED_BY(claims_mu_);

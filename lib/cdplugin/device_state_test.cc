@@ -428,6 +428,20 @@ TEST_F(DeviceStateTest, NodeWithoutFabricGetsNoChannelDevice) {
   EXPECT_TRUE(e.device_nodes.empty());
 }
 
+TEST_F(DeviceStateTest, RediscoveredCliqueIdIsAdoptedOnlyWhenNotEmpty) {
+  EXPECT_FALSE(state_->SetCliqueId(""));
+  EXPECT_FALSE(state_->SetCliqueId("dd6ffbfa-8abc-4492-a855-efc01b31186c.7"));
+  EXPECT_TRUE(state_->SetCliqueId("dd6ffbfa-8abc-4492-a855-efc01b31186c.8"));
+  api_.AddDomain("cd-1", "user-ns", "d");
+  api_.ready.insert("cd-1");
+  ASSERT_TRUE(state_->Prepare(DaemonClaim("d1", "cd-1")).ok());
+  const cdi::Spec spec = ReadSpec("d1");
+  EXPECT_EQ(spec.devices.at(0).container_edits.env.at(0),
+            "CLIQUE_ID=dd6ffbfa-8abc-4492-a855-efc01b31186c.8");
+  ASSERT_TRUE(state_->Prepare(ChannelClaim("c1", "user-ns", "cd-1")).ok());
+  EXPECT_EQ(api_.asked_clique, "dd6ffbfa-8abc-4492-a855-efc01b31186c.8");
+}
+
 TEST_F(DeviceStateTest, BaseSpecHasTheDriverButNotTheImexBinaries) {
   auto path = cdi_->WriteBaseSpec(*root_);
   ASSERT_TRUE(path.ok()) << path.status();

@@ -50,6 +50,7 @@ struct PluginApp::Parts {
   std::unique_ptr<gpu::DriverMetrics> driver_metrics;
   metrics::Family<metrics::Counter>* corruptions = nullptr;
   std::unique_ptr<driverroot::DriverRoot> root;
+  std::unique_ptr<nvml::Nvml> nvml;  // kept for the clique ID refresh
   std::string driver_version;
   std::string clique_id;
   int64_t channels_major = 0;
@@ -165,9 +166,9 @@ absl::Status PluginApp::InspectDriver() {
                                                            .host_root = config_.nvidia_driver_root,
                                                            .dev_root = config_.dev_root,
                                                            .proc_root = config_.proc_root}));
-  ASSIGN_OR_RETURN(std::unique_ptr<nvml::Nvml> nvml, nvml::Nvml::Create(p.root->root()));
+  ASSIGN_OR_RETURN(p.nvml, nvml::Nvml::Create(p.root->root()));
   {
-    ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
+    ASSIGN_OR_RETURN(nvml::Session session, p.nvml->Open());
     ASSIGN_OR_RETURN(p.driver_version, session.DriverVersion());
   }
   if (GateOn(config_.gates, api::gate::kIMEXDaemonsWithDNSNames) &&
@@ -178,7 +179,7 @@ absl::Status PluginApp::InspectDriver() {
         "featureGates.IMEXDaemonsWithDNSNames=false"));
   }
   absl::StatusOr<std::string> clique =
-      DiscoverCliqueId(*nvml, GateOn(config_.gates, api::gate::kCrashOnNVLinkFabricErrors));
+      DiscoverCliqueId(*p.nvml, GateOn(config_.gates, api::gate::kCrashOnNVLinkFabricErrors));
   if (!clique.ok()) return Annotate(clique.status(), "determine the NVLink clique ID");
   p.clique_id = *clique;
   absl::StatusOr<int64_t> major = driverroot::CharDeviceMajor(*p.root, "nvidia-caps-imex-channels");
@@ -277,12 +278,26 @@ absl::Status PluginApp::ServeHttpAndHealthPort() {
 
 void PluginApp::LabelGpuClique() {
   Parts& p = *parts_;
-  if (!config_.gpu_clique_label_enabled || p.clique_id.empty()) return;
-  if (absl::Status s = p.domains->PatchNodeLabel(kGpuCliqueLabel, p.clique_id); !s.ok()) {
+  const std::string clique = p.state->clique_id();
+  if (!config_.gpu_clique_label_enabled || clique.empty()) return;
+  if (absl::Status s = p.domains->PatchNodeLabel(kGpuCliqueLabel, clique); !s.ok()) {
     DRA_WARNING("setting the GPU clique node label failed", "label", kGpuCliqueLabel, "err", s);
     return;
   }
   p.clique_labelled = true;
+}
+
+void PluginApp::RefreshCliqueId() {
+  Parts& p = *parts_;
+  absl::StatusOr<std::string> clique =
+      DiscoverCliqueId(*p.nvml, GateOn(config_.gates, api::gate::kCrashOnNVLinkFabricErrors));
+  if (!clique.ok()) {
+    DRA_WARNING("rediscovering the NVLink clique ID failed; keeping the current one", "current",
+                p.state->clique_id(), "err", clique.status());
+    return;
+  }
+  if (!p.state->SetCliqueId(*clique)) return;
+  if (config_.gpu_clique_label_enabled) LabelGpuClique();
 }
 
 void PluginApp::StartCleanup() {
@@ -296,6 +311,7 @@ void PluginApp::StartCleanup() {
       }
       // Directories only from the second pass on: a domain created just before a plugin restart
       // may not be in a fresh cache yet.
+      if (!first) RefreshCliqueId();
       if (!first && p.domains->synced()) {
         if (absl::Status s = p.cleanup->RemoveStaleDomainDirs(); !s.ok()) {
           DRA_WARNING("stale domain directory cleanup failed", "err", s);

@@ -13,7 +13,9 @@
 //   6 the ComputeDomain informer (waits for its first list)
 //   7 ResourceSlices, then the DRA socket and the registration socket (prepares run concurrently)
 //   8 /metrics, /healthz, the gRPC health port; the nvidia.com/gpu.clique node label (optional)
-//   9 the cleanup thread
+//   9 the cleanup thread: every --cleanup-interval (10 min) the checkpoint cleanup, from the
+//     second pass on also the stale per-domain directories and a rediscovery of the clique ID
+//     (a new non-empty value is adopted for later prepares and the optional node label)
 // A failed step stops the ones before it.
 
 #include <memory>
@@ -82,6 +84,7 @@ class PluginApp {
   absl::Status ServeKubelet();
   absl::Status ServeHttpAndHealthPort();
   void LabelGpuClique();
+  void RefreshCliqueId();  // each cleanup pass: a new non-empty clique ID is adopted
   void StartCleanup();
 
   const PluginConfig& config_;
