@@ -1,5 +1,7 @@
 #include "lib/cdplugin/device_state.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "lib/cdplugin/errors.h"
 #include "lib/cdplugin/imex_config_template.h"
@@ -216,8 +218,20 @@ absl::Status DeviceState::Unprepare(const std::string& uid) {
     DRA_VLOG(2, "unprepare noop: claim in PrepareAborted state", "uid", uid);
     return absl::OkStatus();
   }
+  // Domains whose channel another live claim on this node still records: their label stays
+  // (two claims of one domain can meet here after a force-deleted pod).
+  std::set<std::string> still_used;
+  ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
+  for (const auto& [other_uid, other] : all) {
+    if (other_uid == uid) continue;
+    absl::StatusOr<ClaimRecord> r = DecodeRecord(other);
+    if (!r.ok() || r->phase == Phase::kAborted) continue;
+    for (const RecordedDevice& d : r->devices) {
+      if (d.type == DeviceType::kChannel) still_used.insert(d.domain_id);
+    }
+  }
   for (const RecordedDevice& d : record.devices) {
-    if (d.type == DeviceType::kChannel) {
+    if (d.type == DeviceType::kChannel && still_used.count(d.domain_id) == 0) {
       RETURN_IF_ERROR(Annotate(api_->RemoveNodeLabel(d.domain_id),
                                absl::StrCat("claim ", uid, ": remove the node label")));
     }

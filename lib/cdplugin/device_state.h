@@ -22,7 +22,8 @@
 // An error after step 4 leaves the claim PrepareStarted (the kubelet retries, or unprepares).
 //
 // Unprepare of a claim: not recorded or PrepareAborted: nothing to do. Otherwise the node label
-// of each channel device's domain is removed (only if it names that domain), the CDI spec is
+// of each channel device's domain is removed (only if it names that domain, and no other
+// recorded, not aborted claim on this node has a channel of that domain), the CDI spec is
 // removed, and a PrepareCompleted claim is erased while a PrepareStarted one becomes
 // PrepareAborted. The per-domain directory is kept (a new daemon pod of the same domain may be
 // starting); the cleanup removes directories of domains that are gone.

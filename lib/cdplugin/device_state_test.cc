@@ -365,6 +365,17 @@ TEST_F(DeviceStateTest, UnprepareRemovesLabelSpecAndRecord) {
   EXPECT_TRUE(fs::exists(plugin_dir() + "/domains/cd-1/imexd.cfg.tmpl"));
 }
 
+TEST_F(DeviceStateTest, LabelStaysWhileAnotherClaimOfTheDomainIsPrepared) {
+  api_.AddDomain("cd-1", "user-ns", "d");
+  ASSERT_FALSE(state_->Prepare(ChannelClaim("c1", "user-ns", "cd-1")).ok());  // started
+  api_.ready.insert("cd-1");
+  ASSERT_TRUE(state_->Prepare(ChannelClaim("c2", "user-ns", "cd-1")).ok());
+  ASSERT_TRUE(state_->Unprepare("c1").ok());
+  EXPECT_EQ(api_.label, "cd-1");  // c2 still needs its daemon
+  ASSERT_TRUE(state_->Unprepare("c2").ok());
+  EXPECT_EQ(api_.label, "");
+}
+
 TEST_F(DeviceStateTest, AbortedPrepareIsStaleUntilTheAllocationChangesAndExpires) {
   api_.AddDomain("cd-1", "user-ns", "d");
   ASSERT_FALSE(state_->Prepare(ChannelClaim("c1", "user-ns", "cd-1")).ok());  // not ready
