@@ -21,7 +21,7 @@ struct Parsed {
   std::string help;
 };
 
-Parsed Parse(std::vector<const char*> args, std::map<std::string, std::string> env = {}) {
+Parsed Parse(std::vector<const char*> args, const std::map<std::string, std::string>& env = {}) {
   Parsed p;
   FeatureGates gates;
   EXPECT_TRUE(api::RegisterDriverFeatureGates(gates, "compute-domain-controller").ok());

@@ -8,6 +8,7 @@
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
+#include "lib/k8s/events.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -261,12 +262,48 @@ void Controller::TimerLoop() {
 }
 
 void Controller::EnqueueDomain(const std::string& uid) {
-  queue_.Enqueue("cd/" + uid, [this, uid] { return ReconcileDomain(uid); });
+  queue_.Enqueue("cd/" + uid, [this, uid] {
+    absl::Status s = ReconcileDomain(uid);
+    if (absl::IsFailedPrecondition(s)) ReportToUser(uid, s);
+    return s;
+  });
+}
+
+void Controller::ReportToUser(const std::string& uid, const absl::Status& s) {
+  std::shared_ptr<const ComputeDomain> cd = DomainByUid(uid);
+  if (!cd) return;
+  {
+    absl::MutexLock lock(&mu_);
+    std::string& last = reported_[uid];
+    if (last == s.message()) return;  // once per distinct problem, not once per retry
+    last = std::string(s.message());
+  }
+  k8s::EventTarget target{.api_version = std::string(k8s::ApiVersion(ComputeDomain::kResource)),
+                          .kind = "ComputeDomain",
+                          .namespace_name = cd->metadata.namespace_name,
+                          .name = cd->metadata.name,
+                          .uid = uid};
+  absl::Status posted = k8s::PostEvent(client_, target, "Warning", "ReconcileFailed",
+                                       std::string(s.message()), "compute-domain-controller");
+  if (!posted.ok()) DRA_WARNING("posting event failed", "computeDomain", uid, "err", posted);
 }
 
 std::shared_ptr<const ComputeDomain> Controller::DomainByUid(const std::string& uid) const {
   auto found = domains_->ByIndex(kIndexByUid, uid);
-  return found.empty() ? nullptr : found.front();
+  if (found.empty()) return nullptr;
+  absl::MutexLock lock(&mu_);
+  auto it = written_.find(uid);
+  if (it != written_.end() && it->second.first == found.front()->metadata.resource_version) {
+    return it->second.second;
+  }
+  return found.front();
+}
+
+void Controller::RememberWrite(const std::string& replaced_rv, const nlohmann::json& result) {
+  absl::StatusOr<ComputeDomain> cd = ComputeDomain::FromJson(result);
+  if (!cd.ok()) return;
+  absl::MutexLock lock(&mu_);
+  written_[cd->metadata.uid] = {replaced_rv, std::make_shared<const ComputeDomain>(*cd)};
 }
 
 absl::Status Controller::ReconcileDomain(const std::string& uid) {
@@ -290,6 +327,7 @@ absl::Status Controller::ReconcileDomain(const std::string& uid) {
                       absl::StrCat("add finalizer to ComputeDomain ", Describe(cd)));
     }
     ASSIGN_OR_RETURN(cd, ComputeDomain::FromJson(*patched));
+    RememberWrite(cached->metadata.resource_version, *patched);
     DRA_INFO("added finalizer", "computeDomain", Describe(cd), "uid", uid);
   }
   if (!config_.host_managed()) RETURN_IF_ERROR(EnsureDaemonObjects(cd));
@@ -363,6 +401,7 @@ absl::Status Controller::SyncStatus(const ComputeDomain& cd) {
     return Annotate(updated.status(),
                     absl::StrCat("update status of ComputeDomain ", Describe(cd)));
   }
+  RememberWrite(cd.metadata.resource_version, *updated);
   DRA_INFO("updated ComputeDomain status", "computeDomain", Describe(cd), "status", status, "nodes",
            nodes.size());
   RecordStatus(uid, status);
@@ -411,8 +450,10 @@ void Controller::RecordStatus(const std::string& uid, const std::string& status)
 }
 
 void Controller::ForgetStatus(const std::string& uid) {
-  if (info_gauge_ == nullptr) return;
   absl::MutexLock lock(&mu_);
+  written_.erase(uid);
+  reported_.erase(uid);
+  if (info_gauge_ == nullptr) return;
   auto it = statuses_.find(uid);
   if (it == statuses_.end()) return;
   info_gauge_->WithLabels({it->second})->Dec();

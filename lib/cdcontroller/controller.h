@@ -71,7 +71,12 @@ class Controller {
   absl::Status EnsureWorkloadClaimTemplate(const k8s::ComputeDomain& cd);
   absl::Status SyncStatus(const k8s::ComputeDomain& cd);
   absl::Status PruneClique(const std::string& key);
-  std::shared_ptr<const k8s::ComputeDomain> DomainByUid(const std::string& uid) const;
+  std::shared_ptr<const k8s::ComputeDomain> DomainByUid(const std::string& uid) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void RememberWrite(const std::string& replaced_rv, const nlohmann::json& result)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Posts a Warning event on the domain for a problem the user must fix (a name clash).
+  void ReportToUser(const std::string& uid, const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
   void RecordStatus(const std::string& uid, const std::string& status) ABSL_LOCKS_EXCLUDED(mu_);
   void ForgetStatus(const std::string& uid) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -102,6 +107,12 @@ class Controller {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::string> statuses_ ABSL_GUARDED_BY(mu_);  // uid -> status.status
+  // Our last write of each domain: (resourceVersion it replaced, the object the server returned).
+  // A reconcile that finds the replaced version in the cache (the informer has not caught up
+  // yet) works on our result instead, rather than failing with a Conflict.
+  std::map<std::string, std::pair<std::string, std::shared_ptr<const k8s::ComputeDomain>>> written_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> reported_ ABSL_GUARDED_BY(mu_);  // uid -> last event text
   std::thread timer_;
 };
 

@@ -338,6 +338,16 @@ TEST_F(ControllerIntegrationTest, ForeignClaimTemplateOfTheSameNameIsNotTakenOve
   json rct = *client_->Get(k8s::ResourceClaimTemplate::kResource, ws, "taken");
   EXPECT_FALSE(rct["metadata"].contains("labels"));
   EXPECT_FALSE(GetCd("cd2").contains("status"));
+  // The user is told why, once (not once per retry).
+  auto events =
+      client_->List(k8s::Event::kResource, ws, {.field_selector = "involvedObject.name=cd2"});
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ((*events)["items"].size(), 1u) << events->dump();
+  const json& event = (*events)["items"][0];
+  EXPECT_EQ(event["type"], "Warning");
+  EXPECT_EQ(event["reason"], "ReconcileFailed");
+  EXPECT_THAT(event["message"].get<std::string>(),
+              ::testing::HasSubstr("already exists and does not belong to this ComputeDomain"));
   // Deleting the domain does not delete the user's template.
   ASSERT_TRUE(client_->Delete(k8s::ComputeDomain::kResource, ws, "cd2").ok());
   ASSERT_NE(
