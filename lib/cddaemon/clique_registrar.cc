@@ -39,6 +39,7 @@ void CliqueRegistrar::Start() {
 void CliqueRegistrar::Wake() {
   absl::MutexLock lock(&mu_);
   dirty_ = true;
+  changed_since_failure_ = true;
 }
 
 void CliqueRegistrar::SetReady(bool ready) {
@@ -140,10 +141,24 @@ void CliqueRegistrar::Worker() {
       DRA_VLOG(2, "clique write conflicted; retrying on the latest object", "clique", name_,
                "delay", delay);
     } else {
-      DRA_WARNING("clique sync failed; retrying", "clique", name_, "err", s, "delay", delay);
+      DRA_WARNING("clique sync failed; retrying", "clique", name_, "node", options_.me.node_name,
+                  "err", s, "delay", delay);
     }
     dirty_ = true;
-    mu_.AwaitWithTimeout(absl::Condition(&stop_), delay);
+    // After a conflict the full delay is kept (that is what spreads the writers). After other
+    // errors, such as no free index, a change of the clique (a daemon left) retries at once.
+    changed_since_failure_ = false;
+    struct Args {
+      CliqueRegistrar* self;
+      bool conflict;
+    } args{this, conflict};
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->self->mu_) {
+                               return a->self->stop_ ||
+                                      (!a->conflict && a->self->changed_since_failure_);
+                             },
+                             &args),
+                         delay);
   }
   mu_.Unlock();
 }

@@ -81,6 +81,7 @@ class CliqueRegistrar {
 
   mutable absl::Mutex mu_;
   bool dirty_ ABSL_GUARDED_BY(mu_) = true;
+  bool changed_since_failure_ ABSL_GUARDED_BY(mu_) = false;  // clique events since a failure
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<bool> ready_ ABSL_GUARDED_BY(mu_);
