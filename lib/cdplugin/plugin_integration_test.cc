@@ -290,6 +290,14 @@ TEST_F(CdPluginIntegrationTest, DaemonAndChannelClaimsThroughTheCliqueReadinessG
     EXPECT_TRUE(fs::exists(plugin_->data_dir() + "/domains/" + cd_uid_ + "/imexd.cfg.tmpl"));
   }
 
+  // A restarted plugin answers the prepared claim from its checkpoint.
+  plugin_->Stop();
+  plugin_->Start();
+  ASSERT_TRUE(plugin_->WaitForSocket()) << "no DRA socket after the restart";
+  std::vector<std::string> again;
+  ASSERT_EQ(Prepare(driver_ns_, "daemon", daemon_uid, &again), "");
+  EXPECT_EQ(again, ids);
+
   // The channel claim: not ready (no clique yet), but the node is labelled for the daemon.
   const std::string channel_uid =
       AllocatedClaim(user_ns_, "channel", "channel-0", Config("ComputeDomainChannelConfig"));
@@ -353,7 +361,7 @@ TEST_F(CdPluginIntegrationTest, DaemonAndChannelClaimsThroughTheCliqueReadinessG
   EXPECT_EQ(Unprepare(driver_ns_, "daemon", daemon_uid), "");
   EXPECT_EQ(Unprepare(driver_ns_, "daemon", daemon_uid), "");  // idempotent
 
-  // Metrics and the gRPC health port.
+  // Metrics (counted since the restart above) and the gRPC health port.
   auto metrics_client =
       Client::Create(k8s::RestConfig{.server = absl::StrCat("http://127.0.0.1:", http_port_)});
   ASSERT_TRUE(metrics_client.ok());
