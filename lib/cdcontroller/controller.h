@@ -1,6 +1,6 @@
 #pragma once
 
-// The ComputeDomain controller (docs/compute-domains.md "Controller"). For every ComputeDomain it
+// The ComputeDomain controller. For every ComputeDomain it
 // adds the finalizer, creates the IMEX daemons' DaemonSet and ResourceClaimTemplate in the driver
 // namespace and the workload ResourceClaimTemplate in the domain's namespace (render.h), and keeps
 // status.nodes / status.status in line with the domain's cliques and daemon pods (status.h). When

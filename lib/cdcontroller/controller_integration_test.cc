@@ -210,6 +210,8 @@ TEST_F(ControllerIntegrationTest, LifecycleOfAComputeDomain) {
   ASSERT_NE(took, absl::InfiniteDuration()) << GetCd("cd1")["status"].dump();
   std::printf("timing: clique with 2 Ready daemons created -> ComputeDomain Ready: %s\n",
               absl::FormatDuration(absl::Now() - clique_ready).c_str());
+  EXPECT_THAT(registry_.Render(),
+              ::testing::HasSubstr("nvidia_dra_compute_domain_info{status=\"Ready\"} 1"));
   json nodes = GetCd("cd1")["status"]["nodes"];
   std::map<std::string, json> by_name;
   for (const json& n : nodes) by_name[n["name"]] = n;

@@ -2,8 +2,8 @@
 
 // The three objects the controller creates for a ComputeDomain, rendered from the templates in
 // templates.cc (compiled in): the IMEX daemons' DaemonSet and ResourceClaimTemplate in the driver
-// namespace and the workload ResourceClaimTemplate in the domain's namespace. docs/
-// compute-domains.md lists their contents. All carry the label and finalizer
+// namespace and the workload ResourceClaimTemplate in the domain's namespace (contents: the
+// templates themselves, and render_test.cc). All carry the label and finalizer
 // resource.nvidia.com/computeDomain=<domain UID> and no owner references (deletion is the
 // controller's work, through the domain's finalizer).
 //
