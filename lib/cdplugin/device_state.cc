@@ -118,7 +118,10 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
       if (other_uid == uid || other.state != checkpoint::ClaimState::kPrepareCompleted) continue;
       absl::StatusOr<ClaimRecord> other_record = DecodeRecord(other);
       if (!other_record.ok()) continue;
-      for (const RecordedDevice& mine : record.devices) {
+      for (size_t i = 0; i < record.devices.size(); ++i) {
+        const RecordedDevice& mine = record.devices[i];
+        // adminAccess claims (monitoring) may share a device with its user.
+        if ((*configured)[i].result.admin_access.value_or(false)) continue;
         for (const RecordedDevice& theirs : other_record->devices) {
           if (mine.pool == theirs.pool && mine.device == theirs.device) {
             return RetryableError(absl::StrCat(

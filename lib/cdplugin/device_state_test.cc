@@ -345,6 +345,15 @@ TEST_F(DeviceStateTest, ChannelZeroHeldByAnotherCompletedClaimIsRetryable) {
   EXPECT_TRUE(state_->Prepare(ChannelClaim("c2", "user-ns", "cd-1")).ok());
 }
 
+TEST_F(DeviceStateTest, AdminAccessClaimMayShareTheDevice) {
+  api_.AddDomain("cd-1", "user-ns", "d");
+  ASSERT_TRUE(state_->Prepare(DaemonClaim("d1", "cd-1")).ok());
+  k8s::ResourceClaim admin = DaemonClaim("d2", "cd-1");
+  admin.status.allocation->devices.results[0].admin_access = true;
+  EXPECT_TRUE(state_->Prepare(admin).ok());
+  EXPECT_FALSE(state_->Prepare(DaemonClaim("d3", "cd-1")).ok());
+}
+
 TEST_F(DeviceStateTest, UnprepareRemovesLabelSpecAndRecord) {
   api_.AddDomain("cd-1", "user-ns", "d");
   api_.ready.insert("cd-1");
