@@ -10,7 +10,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Product binaries: <path under the build folder> (installed as /usr/bin/<base name>).
-BINARIES=(cmd/gpu-kubelet-plugin/gpu-kubelet-plugin cmd/webhook/webhook)
+BINARIES=(cmd/gpu-kubelet-plugin/gpu-kubelet-plugin cmd/webhook/webhook
+  cmd/compute-domain-kubelet-plugin/compute-domain-kubelet-plugin
+  cmd/compute-domain-controller/compute-domain-controller
+  cmd/compute-domain-daemon/compute-domain-daemon)
 PACKAGES=(busybox-static)
 arch=x86_64-linux-gnu
 
@@ -20,7 +23,8 @@ check_binaries() {
   local b
   for b in "${BINARIES[@]}"; do
     [[ -x $1/$b ]] || die "driver image: no $1/$b; build it first: cmake --preset default &&" \
-      "cmake --build --preset default --target gpu-kubelet-plugin webhook"
+      "cmake --build --preset default --target gpu-kubelet-plugin webhook compute-domain-kubelet-plugin" \
+      "compute-domain-controller compute-domain-daemon"
   done
 }
 
