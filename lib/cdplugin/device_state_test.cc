@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -528,6 +529,36 @@ TEST_F(DriverTest, GivesUpBeforeTheDeadlineWithTheLastError) {
   EXPECT_THAT(s.message(), HasSubstr("the kubelet retries"));
   EXPECT_GT(api_.ready_calls, 3);
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+// A channel claim waiting for its daemon does not hold up the daemon claim's prepare, which
+// the kubelet sends in another call at the same time.
+TEST_F(DriverTest, AWaitingChannelClaimDoesNotBlockTheDaemonClaim) {
+  api_.AddDomain("cd-1", "user-ns", "d");
+  CdDriver driver = Driver();
+  auto channel = std::async(std::launch::async, [&] {
+    return driver.PrepareResourceClaims({.deadline = absl::Now() + absl::Seconds(20)},
+                                        {ChannelClaim("c1", "user-ns", "cd-1")});
+  });
+  auto ready_calls = [&] {
+    absl::MutexLock l(&api_.mu);
+    return api_.ready_calls;
+  };
+  while (ready_calls() < 2) absl::SleepFor(absl::Milliseconds(5));  // in its retry loop
+  const absl::Time start = absl::Now();
+  auto daemon = driver.PrepareResourceClaims({.deadline = absl::Now() + absl::Seconds(20)},
+                                             {DaemonClaim("d1", "cd-1")});
+  ASSERT_TRUE(daemon.ok());
+  EXPECT_TRUE(daemon->at("d1").status.ok()) << daemon->at("d1").status;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(channel.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  {
+    absl::MutexLock l(&api_.mu);
+    api_.ready.insert("cd-1");  // the daemon reports Ready
+  }
+  auto result = channel.get();
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->at("c1").status.ok()) << result->at("c1").status;
 }
 
 TEST_F(DriverTest, PermanentErrorsAreNotRetried) {

@@ -89,8 +89,11 @@ std::vector<absl::Status> CdDriver::RetryAll(size_t n, absl::Time end,
   }
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;
-    last[i] = Annotate(last[i], absl::StrCat("not done after ", backoffs[i].attempts() + 1,
-                                             " attempts in this call; the kubelet retries"));
+    // The reason first: it is what the pod's events show.
+    last[i] =
+        absl::Status(last[i].code(), absl::StrCat(last[i].message(), " (still so after ",
+                                                  backoffs[i].attempts() + 1,
+                                                  " attempts in this call; the kubelet retries)"));
   }
   return last;
 }
