@@ -80,7 +80,14 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
   const nlohmann::json allocation = AllocationJson(claim);
   ASSIGN_OR_RETURN(std::optional<checkpoint::PreparedClaim> existing, checkpoint_->Get(uid));
   if (existing.has_value()) {
-    ASSIGN_OR_RETURN(ClaimRecord record, DecodeRecord(*existing));
+    absl::StatusOr<ClaimRecord> decoded = DecodeRecord(*existing);
+    if (!decoded.ok()) {
+      // Written by another version, or edited: prepared again from scratch (idempotent steps).
+      DRA_WARNING("ignoring an undecodable checkpoint record; preparing again", "claim", ref, "err",
+                  decoded.status());
+      decoded = ClaimRecord();
+    }
+    const ClaimRecord& record = *decoded;
     if (record.phase == Phase::kCompleted) return ToPrepared(record);
     if (record.phase == Phase::kAborted && existing->allocation == allocation) {
       return PermanentError(absl::StrCat("stale prepare for claim ", ref, " (", uid,
@@ -216,7 +223,19 @@ absl::Status DeviceState::Unprepare(const std::string& uid) {
   absl::MutexLock claim_lock(claim_mu.get());
   ASSIGN_OR_RETURN(std::optional<checkpoint::PreparedClaim> existing, checkpoint_->Get(uid));
   if (!existing.has_value()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(ClaimRecord record, DecodeRecord(*existing));
+  absl::StatusOr<ClaimRecord> decoded = DecodeRecord(*existing);
+  if (!decoded.ok()) {
+    // Nothing can be undone from it; what stays behind (a node label) is the controller's
+    // stale-label cleanup's. Retrying could never succeed and would keep the pod terminating.
+    DRA_WARNING("dropping an undecodable checkpoint record at unprepare", "uid", uid, "err",
+                decoded.status());
+    RETURN_IF_ERROR(cdi_->RemoveClaimSpec(uid));
+    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {
+      claims.erase(uid);
+      return absl::OkStatus();
+    });
+  }
+  const ClaimRecord record = *std::move(decoded);
   if (record.phase == Phase::kAborted) {
     DRA_VLOG(2, "unprepare noop: claim in PrepareAborted state", "uid", uid);
     return absl::OkStatus();

@@ -28,6 +28,10 @@
 // PrepareAborted. The per-domain directory is kept (a new daemon pod of the same domain may be
 // starting); the cleanup removes directories of domains that are gone.
 //
+// A checkpoint record that does not decode (another version, an edit) is ignored by Prepare (the
+// claim is prepared again) and dropped by Unprepare (its CDI spec removed): neither can wedge a
+// pod.
+//
 // Thread-safety: Prepare/Unprepare may run concurrently from any threads. Calls for one claim are
 // serialized by a per-claim mutex; checkpoint read-modify-writes are atomic (lib/checkpoint);
 // nothing is held across calls, so a channel claim that is not ready yet never blocks the daemon

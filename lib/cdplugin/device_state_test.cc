@@ -355,6 +355,29 @@ TEST_F(DeviceStateTest, AdminAccessClaimMayShareTheDevice) {
   EXPECT_FALSE(state_->Prepare(DaemonClaim("d3", "cd-1")).ok());
 }
 
+TEST_F(DeviceStateTest, UndecodableRecordsDoNotWedgeTheClaim) {
+  api_.AddDomain("cd-1", "user-ns", "d");
+  auto corrupt = [&](const std::string& uid) {
+    ASSERT_TRUE(checkpoint_
+                    ->Update([&](checkpoint::ClaimMap& m) {
+                      m[uid] = {.uid = uid,
+                                .state = checkpoint::ClaimState::kPrepareCompleted,
+                                .prepared_devices = {{"phase", "Bogus"}}};
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  };
+  corrupt("d1");
+  auto prepared = state_->Prepare(DaemonClaim("d1", "cd-1"));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(PhaseOf("d1"), Phase::kCompleted);
+  corrupt("d2");
+  ASSERT_TRUE(state_->Unprepare("d2").ok());
+  auto gone = checkpoint_->Get("d2");
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->has_value());
+}
+
 TEST_F(DeviceStateTest, UnprepareRemovesLabelSpecAndRecord) {
   api_.AddDomain("cd-1", "user-ns", "d");
   api_.ready.insert("cd-1");
