@@ -69,7 +69,7 @@ absl::StatusOr<CommandResult> RunCapturing(const std::vector<std::string>& argv,
     ssize_t n = ::read(fds[0], buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    if (result.output.size() < 64 * 1024) result.output.append(buf, static_cast<size_t>(n));
+    if (result.output.size() < size_t{64} * 1024) result.output.append(buf, static_cast<size_t>(n));
   }
   ::close(fds[0]);
   int wstatus = 0;

@@ -8,7 +8,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-DaemonIdentity Me(std::string node, std::string ip, int max_nodes = 18) {
+DaemonIdentity Me(const std::string& node, std::string ip, int max_nodes = 18) {
   return {.node_name = node,
           .pod_ip = std::move(ip),
           .pod_name = "daemon-" + node,

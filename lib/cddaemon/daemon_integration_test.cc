@@ -59,7 +59,7 @@ int FreePort() {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
-  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  (void)::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
   socklen_t len = sizeof(sa);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
   ::close(fd);

@@ -1,6 +1,7 @@
 #include "lib/cddaemon/imex_files.h"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,7 +22,8 @@ absl::StatusOr<std::string> RenderImexConfig(absl::string_view tmpl, absl::strin
   // A placeholder left over (or a value that itself holds "{{") is refused.
   size_t pos = out.find("{{");
   if (pos != std::string::npos) {
-    int line = 1 + static_cast<int>(std::count(out.begin(), out.begin() + pos, '\n'));
+    int line = 1 + static_cast<int>(std::count(
+                       out.begin(), out.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
     size_t end = out.find('\n', pos);
     return absl::InvalidArgumentError(absl::StrCat(
         kConfigTemplateName, " line ", line, ": unknown placeholder in \"",

@@ -28,7 +28,7 @@ k8s::ListOptions NameSelector(const std::string& name) {
 
 PodReadinessWatcher::PodReadinessWatcher(k8s::Client* client, const std::string& namespace_name,
                                          const std::string& pod_name, absl::Duration resync,
-                                         std::function<void(bool ready)> on_ready)
+                                         const std::function<void(bool ready)>& on_ready)
     : informer_(client, namespace_name, NameSelector(pod_name), resync) {
   informer_.AddHandlers(
       {.on_add = [on_ready](const auto& pod) { on_ready(PodIsReady(pod->raw)); },

@@ -23,7 +23,7 @@ class PodReadinessWatcher {
  public:
   PodReadinessWatcher(k8s::Client* client, const std::string& namespace_name,
                       const std::string& pod_name, absl::Duration resync,
-                      std::function<void(bool ready)> on_ready);
+                      const std::function<void(bool ready)>& on_ready);
   void Start() { informer_.Start(); }
   void Stop() { informer_.Stop(); }
 

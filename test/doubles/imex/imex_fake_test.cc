@@ -43,7 +43,7 @@ int FreePort() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in sa;
     fake_imex::MakeSockaddr("127.0.0.2", 0, &sa);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+    (void)::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
     socklen_t len = sizeof(sa);
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
     int port = ntohs(sa.sin_port);

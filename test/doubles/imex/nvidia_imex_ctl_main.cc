@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
     return Fail("cannot connect to the IMEX daemon at " + where + ": " + std::strerror(errno));
   }
-  const char kQuery[] = "QUERY\n";
+  static constexpr char kQuery[] = "QUERY\n";
   if (::send(fd, kQuery, sizeof(kQuery) - 1, MSG_NOSIGNAL) < 0) {
     return Fail("send to " + where + ": " + std::strerror(errno));
   }

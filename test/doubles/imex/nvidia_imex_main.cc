@@ -184,7 +184,7 @@ class FakeImex {
       fake_imex::MakeSockaddr(ip, config_.server_port, &dst);
       fake_imex::MakeSockaddr(self_ip_, 0, &src);
       o.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      ::bind(o.fd, reinterpret_cast<sockaddr*>(&src), sizeof(src));  // best effort
+      (void)::bind(o.fd, reinterpret_cast<sockaddr*>(&src), sizeof(src));  // best effort
       int rc = ::connect(o.fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst));
       if (rc != 0 && errno != EINPROGRESS) {
         Reset(o);
