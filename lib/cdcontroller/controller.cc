@@ -335,9 +335,24 @@ absl::Status Controller::ReconcileDomain(const std::string& uid) {
   return SyncStatus(cd);
 }
 
+absl::Status Controller::ConfirmLive(const ComputeDomain& cd) {
+  absl::StatusOr<nlohmann::json> live =
+      client_->Get(ComputeDomain::kResource, cd.metadata.namespace_name, cd.metadata.name);
+  if (!live.ok() && !absl::IsNotFound(live.status())) {
+    return Annotate(live.status(), absl::StrCat("get ComputeDomain ", Describe(cd)));
+  }
+  if (absl::IsNotFound(live.status()) || (*live)["metadata"].value("uid", "") != cd.metadata.uid ||
+      (*live)["metadata"].contains("deletionTimestamp")) {
+    return absl::AbortedError(absl::StrCat("ComputeDomain ", Describe(cd),
+                                           " is gone or being deleted; not creating its objects"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Controller::EnsureDaemonObjects(const ComputeDomain& cd) {
   const std::string& uid = cd.metadata.uid;
   if (daemon_rcts_->ByIndex(kIndexByDomain, uid).empty()) {
+    RETURN_IF_ERROR(ConfirmLive(cd));
     ASSIGN_OR_RETURN(nlohmann::json rct, RenderDaemonClaimTemplate(cd, config_));
     RETURN_IF_ERROR(
         CreateOwned(client_, ResourceClaimTemplate::kResource, config_.driver_namespace, rct, uid,
@@ -351,6 +366,7 @@ absl::Status Controller::EnsureDaemonObjects(const ComputeDomain& cd) {
                                                       " (ComputeDomain ", Describe(cd), ")"));
   }
   if (found == 0) {
+    RETURN_IF_ERROR(ConfirmLive(cd));
     ASSIGN_OR_RETURN(nlohmann::json ds, RenderDaemonSet(cd, config_));
     RETURN_IF_ERROR(CreateOwned(client_, k8s::DaemonSet::kResource, config_.driver_namespace, ds,
                                 uid, absl::StrCat("DaemonSet of ComputeDomain ", Describe(cd))));
@@ -365,6 +381,7 @@ absl::Status Controller::EnsureWorkloadClaimTemplate(const ComputeDomain& cd) {
       return absl::OkStatus();
     }
   }
+  RETURN_IF_ERROR(ConfirmLive(cd));
   ASSIGN_OR_RETURN(nlohmann::json rct, RenderWorkloadClaimTemplate(cd, config_));
   return CreateOwned(
       client_, ResourceClaimTemplate::kResource, cd.metadata.namespace_name, rct, cd.metadata.uid,

@@ -70,6 +70,10 @@ class Controller {
   absl::Status EnsureDaemonObjects(const k8s::ComputeDomain& cd);
   absl::Status EnsureWorkloadClaimTemplate(const k8s::ComputeDomain& cd);
   absl::Status SyncStatus(const k8s::ComputeDomain& cd);
+  // Before creating an object: the domain, read live, still exists and is not being deleted (the
+  // cache may lag behind a deletion, and an object created then would outlive the domain).
+  // Aborted otherwise; the retry then finds the deletion in the cache.
+  absl::Status ConfirmLive(const k8s::ComputeDomain& cd);
   absl::Status PruneClique(const std::string& key);
   std::shared_ptr<const k8s::ComputeDomain> DomainByUid(const std::string& uid) const
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -344,7 +344,11 @@ TEST_F(ControllerIntegrationTest, ForeignClaimTemplateOfTheSameNameIsNotTakenOve
   auto events =
       client_->List(k8s::Event::kResource, ws, {.field_selector = "involvedObject.name=cd2"});
   ASSERT_TRUE(events.ok()) << events.status();
-  ASSERT_EQ((*events)["items"].size(), 1u) << events->dump();
+  // One per distinct problem, not one per retry (about ten retries in these two seconds); a
+  // second controller in the cluster (an e2e's Helm install watches every namespace) may add its
+  // own.
+  ASSERT_GE((*events)["items"].size(), 1u) << events->dump();
+  ASSERT_LE((*events)["items"].size(), 2u) << events->dump();
   const json& event = (*events)["items"][0];
   EXPECT_EQ(event["type"], "Warning");
   EXPECT_EQ(event["reason"], "ReconcileFailed");
