@@ -584,6 +584,22 @@ TEST_F(DriverTest, AWaitingChannelClaimDoesNotBlockTheDaemonClaim) {
   EXPECT_TRUE(result->at("c1").status.ok()) << result->at("c1").status;
 }
 
+TEST_F(DriverTest, ShutdownEndsWaitingPrepares) {
+  api_.AddDomain("cd-1", "user-ns", "d");
+  CdDriver driver = Driver();
+  auto channel = std::async(std::launch::async, [&] {
+    return driver.PrepareResourceClaims({.deadline = absl::Now() + absl::Seconds(30)},
+                                        {ChannelClaim("c1", "user-ns", "cd-1")});
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  const absl::Time start = absl::Now();
+  driver.Shutdown();
+  auto result = channel.get();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  ASSERT_TRUE(result.ok());
+  EXPECT_THAT(result->at("c1").status.message(), HasSubstr("not ready"));
+}
+
 TEST_F(DriverTest, PermanentErrorsAreNotRetried) {
   api_.AddDomain("cd-1", "user-ns", "d");
   CdDriver driver = Driver();

@@ -84,8 +84,8 @@ std::vector<absl::Status> CdDriver::RetryAll(size_t n, absl::Time end,
       earliest = std::min(earliest, next[i]);
     }
     if (earliest == absl::InfiniteFuture()) return last;  // all done
-    if (earliest >= end) break;
-    clock_->SleepFor(earliest - clock_->Now());
+    if (earliest >= end || shutting_down_) break;
+    clock_->SleepFor(std::min(earliest - clock_->Now(), absl::Milliseconds(100)));
   }
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;

@@ -22,6 +22,8 @@
 //
 // Thread-safety: the methods may be called concurrently from any threads.
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,6 +58,11 @@ class CdDriver : public kubeletplugin::DraDriver {
   // Sets nvidia_dra_prepared_devices from the checkpoint.
   void RefreshPreparedDevicesGauge();
 
+  // Ends every retry loop within 100 ms, returning each unfinished claim's last error (the
+  // process is stopping; the kubelet retries with the next instance). Call before stopping the
+  // server, which waits for running calls.
+  void Shutdown() { shutting_down_ = true; }
+
  private:
   // Runs attempt(i) for i in [0, n) until each succeeds or fails permanently, or `end` comes;
   // returns the last status of each.
@@ -67,6 +74,7 @@ class CdDriver : public kubeletplugin::DraDriver {
   gpu::DriverMetrics* const metrics_;
   const CdDriverOptions options_;
   Clock* const clock_;
+  std::atomic<bool> shutting_down_{false};
 };
 
 }  // namespace dra::cdplugin

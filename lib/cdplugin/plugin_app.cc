@@ -96,6 +96,7 @@ void PluginApp::Stop() {
   stopped_ = true;
   Parts& p = *parts_;
   if (p.health) p.health->Stop();
+  if (p.driver) p.driver->Shutdown();  // prepares waiting for a daemon return now
   if (p.server) p.server->Stop();
   if (p.publisher) p.publisher->Stop();
   p.stopping = true;
