@@ -47,8 +47,16 @@ absl::Status DeleteIfLive(k8s::Client* client, const Target& t, const k8s::Objec
   return absl::OkStatus();
 }
 
-// Drops our finalizer from an object that is being deleted, guarded by its resourceVersion.
-absl::Status RemoveFinalizer(k8s::Client* client, const Target& t, const k8s::ObjectMeta& m) {
+// An object as listed: its metadata decoded, and the whole object for a write-back.
+struct Listed {
+  k8s::ObjectMeta meta;
+  nlohmann::json object;
+};
+
+// Drops our finalizer from an object that is being deleted: an Update of the listed object, whose
+// resourceVersion is the precondition (a concurrent change makes it a Conflict, retried).
+absl::Status RemoveFinalizer(k8s::Client* client, const Target& t, const Listed& o) {
+  const k8s::ObjectMeta& m = o.meta;
   std::vector<std::string> rest;
   for (const std::string& f : m.finalizers) {
     if (f != k8s::kComputeDomainFinalizer) rest.push_back(f);
@@ -58,22 +66,25 @@ absl::Status RemoveFinalizer(k8s::Client* client, const Target& t, const k8s::Ob
     return absl::FailedPreconditionError(absl::StrCat(
         "not removing the finalizer of ", ObjectName(t, m), " before it is marked for deletion"));
   }
-  nlohmann::json patch = {
-      {"metadata", {{"resourceVersion", m.resource_version}, {"finalizers", rest}}}};
-  absl::StatusOr<nlohmann::json> r = client->MergePatch(*t.r, m.namespace_name, m.name, patch);
+  nlohmann::json next = o.object;
+  next["metadata"]["finalizers"] = rest;
+  absl::StatusOr<nlohmann::json> r = client->Update(*t.r, m.namespace_name, next);
   if (absl::IsNotFound(r.status())) return absl::OkStatus();
   if (!r.ok()) return Annotate(r.status(), absl::StrCat("remove finalizer of ", ObjectName(t, m)));
   return absl::OkStatus();
 }
 
-// Metadata of the objects of `t` labelled with `uid`, listed live.
-absl::StatusOr<std::vector<k8s::ObjectMeta>> ListLabelled(k8s::Client* client, const Target& t,
-                                                          const std::string& uid) {
+// The objects of `t` labelled with `uid`, listed live.
+absl::StatusOr<std::vector<Listed>> ListLabelled(k8s::Client* client, const Target& t,
+                                                 const std::string& uid) {
   ASSIGN_OR_RETURN(nlohmann::json list, client->ListAll(*t.r, t.ns, ByDomain(uid)));
-  std::vector<k8s::ObjectMeta> out;
-  for (const nlohmann::json& item : list["items"]) {
+  std::vector<Listed> out;
+  for (nlohmann::json& item : list["items"]) {
     ASSIGN_OR_RETURN(k8s::ObjectMeta m, k8s::ObjectMeta::FromJson(item["metadata"]));
-    out.push_back(std::move(m));
+    // List items carry no apiVersion/kind; an Update needs them.
+    item["apiVersion"] = k8s::ApiVersion(*t.r);
+    item["kind"] = std::string(t.r->kind);
+    out.push_back({std::move(m), std::move(item)});
   }
   return out;
 }
@@ -83,27 +94,23 @@ absl::StatusOr<std::vector<k8s::ObjectMeta>> ListLabelled(k8s::Client* client, c
 absl::Status DrainObjects(k8s::Client* client, const std::set<Target>& targets,
                           const std::string& uid) {
   for (const Target& t : targets) {
-    ASSIGN_OR_RETURN(std::vector<k8s::ObjectMeta> objs, ListLabelled(client, t, uid));
-    for (const k8s::ObjectMeta& m : objs) RETURN_IF_ERROR(DeleteIfLive(client, t, m));
+    ASSIGN_OR_RETURN(std::vector<Listed> objs, ListLabelled(client, t, uid));
+    for (const Listed& o : objs) RETURN_IF_ERROR(DeleteIfLive(client, t, o.meta));
   }
   return absl::OkStatus();
 }
 
 absl::Status FinalizeObjects(k8s::Client* client, const std::set<Target>& targets,
                              const std::string& uid) {
-  std::vector<std::string> remaining;
   for (const Target& t : targets) {
-    ASSIGN_OR_RETURN(std::vector<k8s::ObjectMeta> objs, ListLabelled(client, t, uid));
-    for (const k8s::ObjectMeta& m : objs) {
-      RETURN_IF_ERROR(RemoveFinalizer(client, t, m));
-      remaining.push_back(ObjectName(t, m));
-    }
+    ASSIGN_OR_RETURN(std::vector<Listed> objs, ListLabelled(client, t, uid));
+    for (const Listed& o : objs) RETURN_IF_ERROR(RemoveFinalizer(client, t, o));
   }
   // Objects whose finalizer just went are normally gone now; check before the domain lets go.
-  remaining.clear();
+  std::vector<std::string> remaining;
   for (const Target& t : targets) {
-    ASSIGN_OR_RETURN(std::vector<k8s::ObjectMeta> objs, ListLabelled(client, t, uid));
-    for (const k8s::ObjectMeta& m : objs) remaining.push_back(ObjectName(t, m));
+    ASSIGN_OR_RETURN(std::vector<Listed> objs, ListLabelled(client, t, uid));
+    for (const Listed& o : objs) remaining.push_back(ObjectName(t, o.meta));
   }
   if (!remaining.empty()) {
     return absl::UnavailableError(absl::StrCat("waiting for ", remaining.size(),
@@ -126,19 +133,20 @@ absl::StatusOr<std::set<std::string>> Controller::LiveDomainUids() {
 
 absl::Status Controller::RemoveNodeLabels(const std::string& uid) {
   ASSIGN_OR_RETURN(nlohmann::json list, client_->ListAll(k8s::Node::kResource, "", ByDomain(uid)));
-  for (const nlohmann::json& item : list["items"]) {
-    ASSIGN_OR_RETURN(k8s::ObjectMeta m, k8s::ObjectMeta::FromJson(item["metadata"]));
-    // The resourceVersion guards against removing a label the plugin just set for another domain.
-    nlohmann::json patch = {{"metadata",
-                             {{"resourceVersion", m.resource_version},
-                              {"labels", {{std::string(k8s::kComputeDomainLabel), nullptr}}}}}};
-    absl::StatusOr<nlohmann::json> r = client_->MergePatch(k8s::Node::kResource, "", m.name, patch);
+  for (nlohmann::json& node : list["items"]) {
+    const std::string name = node["metadata"].value("name", "");
+    // An Update with the listed resourceVersion: a label the plugin set meanwhile (for another
+    // domain) makes it a Conflict instead of being removed.
+    node["apiVersion"] = "v1";
+    node["kind"] = "Node";
+    node["metadata"]["labels"].erase(std::string(k8s::kComputeDomainLabel));
+    absl::StatusOr<nlohmann::json> r = client_->Update(k8s::Node::kResource, "", node);
     if (absl::IsNotFound(r.status())) continue;
     if (!r.ok()) {
-      return Annotate(r.status(), absl::StrCat("remove label ", k8s::kComputeDomainLabel,
-                                               " from node ", m.name));
+      return Annotate(r.status(),
+                      absl::StrCat("remove label ", k8s::kComputeDomainLabel, " from node ", name));
     }
-    DRA_INFO("removed node label", "node", m.name, "computeDomain", uid);
+    DRA_INFO("removed node label", "node", name, "computeDomain", uid);
   }
   return absl::OkStatus();
 }
