@@ -3,7 +3,6 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "lib/api/driver_gates.h"
 #include "lib/cddaemon/clique_registrar.h"
 #include "lib/cddaemon/dns_updater.h"
@@ -85,17 +84,20 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
     return absl::OkStatus();
   }
 
+  // Checked before registering: a node without the binaries (the daemon claim's CDI edits did
+  // not mount them) must not take an index it can never serve.
+  absl::StatusOr<std::string> imex_path = FindProgram(c.imex_binary);
+  if (!imex_path.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot run the IMEX daemon: ", imex_path.status().message()));
+  }
   RETURN_IF_ERROR(WriteImexConfig(c.imexd_dir, c.pod_ip));
   RETURN_IF_ERROR(WriteStaticNodesFile(c.imexd_dir, c.max_nodes_per_imex_domain));
 
-  ImexProcess imex({.argv = {c.imex_binary, "-c", ConfigPath(c.imexd_dir)},
-                    .stop_timeout = c.imex_stop_timeout});
+  ImexProcess imex(
+      {.argv = {*imex_path, "-c", ConfigPath(c.imexd_dir)}, .stop_timeout = c.imex_stop_timeout});
   DnsUpdater dns(c.hosts_file, c.clique_id, c.max_nodes_per_imex_domain, &imex);
 
-  // A daemon list the updater cannot apply because nvidia-imex does not start at all (missing
-  // binary) is fatal; other failures are retried by the registrar.
-  absl::Mutex fatal_mu;
-  absl::Status fatal;
   CliqueRegistrarOptions ro{.namespace_name = c.pod_namespace,
                             .compute_domain_uid = c.compute_domain_uid,
                             .me = {.node_name = c.node_name,
@@ -106,15 +108,8 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
                                    .max_nodes = c.max_nodes_per_imex_domain},
                             .resync = kInformerResync};
   CliqueRegistrar registrar(client.get(), ro,
-                            [&](const std::vector<k8s::ComputeDomainDaemonInfo>& daemons) {
-                              absl::Status s = dns.Update(daemons);
-                              if (!s.ok() && !imex.running() && imex.restarts() == 0 &&
-                                  absl::IsNotFound(s)) {  // posix_spawnp: ENOENT
-                                absl::MutexLock lock(&fatal_mu);
-                                fatal = s;
-                                signals->RequestShutdown();
-                              }
-                              return s;
+                            [&dns](const std::vector<k8s::ComputeDomainDaemonInfo>& daemons) {
+                              return dns.Update(daemons);  // failures are retried
                             });
   PodReadinessWatcher pod_watch(client.get(), c.pod_namespace, c.pod_name, kInformerResync,
                                 [&registrar](bool ready) { registrar.SetReady(ready); });
@@ -130,8 +125,7 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
   pod_watch.Stop();
   imex.Stop();
   DRA_INFO("Exiting");
-  absl::MutexLock lock(&fatal_mu);
-  return fatal;
+  return absl::OkStatus();
 }
 
 }  // namespace dra::cddaemon

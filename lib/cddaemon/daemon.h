@@ -34,7 +34,8 @@ struct DaemonConfig {
   std::string imex_ctl_binary = "nvidia-imex-ctl";  // looked up in PATH without a '/'
   std::string kubeconfig;                           // empty: in-cluster (or $KUBECONFIG)
   absl::Duration imex_stop_timeout = absl::Seconds(10);
-  absl::Duration check_timeout = absl::Seconds(10);
+  // Below the probes' 10 s timeoutSeconds, so that the kubelet records our message.
+  absl::Duration check_timeout = absl::Seconds(8);
   const FeatureGates* gates = nullptr;
 };
 

@@ -154,14 +154,14 @@ class DaemonIntegrationTest : public ::testing::Test {
   }
 
   std::vector<std::string> Flags(const SimNode& n, const std::string& clique) {
-    return {"--cliqueid=" + clique,         "--compute-domain-uuid=" + cd_uid_,
-            "--compute-domain-name=domain", "--compute-domain-namespace=" + ns_,
-            "--node-name=" + n.node_name,   "--pod-ip=" + n.ip,
-            "--pod-uid=" + n.pod_uid,       "--pod-name=" + n.pod_name,
-            "--pod-namespace=" + ns_,       "--max-nodes-per-imex-domain=4",
-            "--imexd-dir=" + n.imexd(),     "--hosts-file=" + n.hosts(),
-            "--imex-binary=" + kFakeImex,   "--imex-ctl-binary=" + kFakeImexCtl,
-            "--imex-stop-timeout=3s",       "--kubeconfig=" + testing::AdminKubeconfig()};
+    return {"--cliqueid=" + clique,          "--compute-domain-uuid=" + cd_uid_,
+            "--compute-domain-name=domain",  "--compute-domain-namespace=" + ns_,
+            "--node-name=" + n.node_name,    "--pod-ip=" + n.ip,
+            "--pod-uid=" + n.pod_uid,        "--pod-name=" + n.pod_name,
+            "--pod-namespace=" + ns_,        "--max-nodes-per-imex-domain=4",
+            "--imexd-dir=" + n.imexd(),      "--hosts-file=" + n.hosts(),
+            "--imex-binary=" + imex_binary_, "--imex-ctl-binary=" + kFakeImexCtl,
+            "--imex-stop-timeout=3s",        "--kubeconfig=" + testing::AdminKubeconfig()};
   }
 
   // Forks `compute-domain-daemon <flags> <command>` with output to `log`.
@@ -271,6 +271,7 @@ class DaemonIntegrationTest : public ::testing::Test {
   std::string work_;
   std::string cd_uid_;
   int port_ = 0;
+  std::string imex_binary_ = kFakeImex;
   std::deque<SimNode> nodes_;
 };
 
@@ -411,6 +412,19 @@ TEST_F(DaemonIntegrationTest, MissingCdiEditsIsFatal) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
   EXPECT_THAT(ReadFile(a.log()).value_or(""),
               HasSubstr("is CDI enabled in your container runtime"));
+}
+
+TEST_F(DaemonIntegrationTest, MissingImexBinaryFailsBeforeRegistering) {
+  SimNode& a = MakeNode("a", "127.0.0.2");
+  imex_binary_ = work_ + "/no-such-nvidia-imex";
+  StartDaemon(a);
+  int status = 0;
+  ::waitpid(a.pid, &status, 0);
+  a.pid = 0;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  EXPECT_THAT(ReadFile(a.log()).value_or(""), HasSubstr("cannot run the IMEX daemon"));
+  EXPECT_TRUE(absl::IsNotFound(Clique().status()))
+      << "no index taken by a daemon that cannot serve";
 }
 
 }  // namespace

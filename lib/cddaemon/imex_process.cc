@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "lib/common/log.h"
 
 extern char** environ;
@@ -22,6 +24,20 @@ absl::Duration RestartDelay(int failures, absl::Duration first_backoff,
   absl::Duration d = first_backoff;
   for (int i = 2; i < failures && d < max_backoff; ++i) d *= 2;
   return std::min(d, max_backoff);
+}
+
+absl::StatusOr<std::string> FindProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) {
+    if (::access(program.c_str(), X_OK) == 0) return program;
+    return absl::ErrnoToStatus(errno, absl::StrCat("program ", program));
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (absl::string_view dir : absl::StrSplit(dirs, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", program);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat(program, " not found in PATH (", dirs, ")"));
 }
 
 ImexProcess::ImexProcess(ImexProcessOptions options) : options_(std::move(options)) {}

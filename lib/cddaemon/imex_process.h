@@ -16,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -68,6 +69,10 @@ class ImexProcess {
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread watchdog_;
 };
+
+// `program` itself when it contains a '/', else the first executable <dir>/<program> of $PATH.
+// NotFound naming the program and the PATH searched.
+absl::StatusOr<std::string> FindProgram(const std::string& program);
 
 // The restart delay after `failures` consecutive unexpected exits (1 = the first): zero for the
 // first, then first_backoff doubling up to max_backoff.

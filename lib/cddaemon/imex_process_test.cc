@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace dra::cddaemon {
@@ -104,6 +106,19 @@ TEST(ImexProcessTest, ChildDoesNotInheritBlockedSignals) {
   p.Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+TEST(FindProgramTest, PathLookupAndExplicitPaths) {
+  absl::StatusOr<std::string> sh = FindProgram("sh");
+  ASSERT_TRUE(sh.ok()) << sh.status();
+  EXPECT_TRUE(absl::EndsWith(*sh, "/sh"));
+  EXPECT_EQ(*FindProgram("/bin/sh"), "/bin/sh");
+  absl::StatusOr<std::string> missing = FindProgram("no-such-nvidia-imex");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  EXPECT_THAT(std::string(missing.status().message()),
+              ::testing::HasSubstr("no-such-nvidia-imex not found in PATH"));
+  EXPECT_FALSE(FindProgram("/nonexistent/nvidia-imex").ok());
 }
 
 }  // namespace
