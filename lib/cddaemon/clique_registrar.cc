@@ -24,8 +24,10 @@ CliqueRegistrar::CliqueRegistrar(k8s::Client* client, CliqueRegistrarOptions opt
       options_(std::move(options)),
       name_(k8s::CliqueObjectName(options_.compute_domain_uid, options_.me.clique_id)),
       callback_(std::move(callback)),
-      informer_(client, options_.namespace_name, NameSelector(name_), options_.resync) {
-  auto wake = [this](const auto&...) { Wake(); };
+      informer_(client, options_.namespace_name, NameSelector(name_), options_.resync),
+      loop_(absl::StrCat("ComputeDomainClique ", options_.namespace_name, "/", name_),
+            options_.backoff, [this](bool reread) { return SyncOnce(reread); }) {
+  auto wake = [this](const auto&...) { loop_.Wake(); };
   informer_.AddHandlers({.on_add = wake, .on_update = wake, .on_delete = wake});
 }
 
@@ -33,25 +35,16 @@ CliqueRegistrar::~CliqueRegistrar() { (void)Stop(absl::ZeroDuration()); }
 
 void CliqueRegistrar::Start() {
   informer_.Start();
-  worker_ = std::thread([this] { Worker(); });
-}
-
-void CliqueRegistrar::Wake() {
-  absl::MutexLock lock(&mu_);
-  dirty_ = true;
-  changed_since_failure_ = true;
+  loop_.Start();
 }
 
 void CliqueRegistrar::SetReady(bool ready) {
-  absl::MutexLock lock(&mu_);
-  if (ready_ == ready) return;
-  ready_ = ready;
-  dirty_ = true;
-}
-
-int CliqueRegistrar::syncs() const {
-  absl::MutexLock lock(&mu_);
-  return syncs_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ready_ == ready) return;
+    ready_ = ready;
+  }
+  loop_.Wake();
 }
 
 absl::StatusOr<ComputeDomainClique> CliqueRegistrar::ReadLatest() {
@@ -60,7 +53,12 @@ absl::StatusOr<ComputeDomainClique> CliqueRegistrar::ReadLatest() {
   return ComputeDomainClique::FromJson(j);
 }
 
-absl::Status CliqueRegistrar::SyncOnce(bool reread, std::optional<bool> ready) {
+absl::Status CliqueRegistrar::SyncOnce(bool reread) {
+  std::optional<bool> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    ready = ready_;
+  }
   // The informer's copy is good enough unless the last write conflicted: then only a fresh read
   // can carry the resourceVersion the server expects.
   std::optional<ComputeDomainClique> clique;
@@ -112,65 +110,13 @@ absl::Status CliqueRegistrar::SyncOnce(bool reread, std::optional<bool> ready) {
   return callback_(clique->daemons);
 }
 
-void CliqueRegistrar::Worker() {
-  Backoff backoff(options_.backoff);
-  bool reread = false;
-  mu_.Lock();
-  while (!stop_) {
-    mu_.Await(absl::Condition(
-        +[](CliqueRegistrar* r)
-             ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return r->dirty_ || r->stop_; },
-        this));
-    if (stop_) break;
-    dirty_ = false;
-    std::optional<bool> ready = ready_;
-    mu_.Unlock();
-    absl::Status s = SyncOnce(reread, ready);
-    mu_.Lock();
-    if (s.ok()) {
-      backoff.Reset();
-      reread = false;
-      ++syncs_;
-      continue;
-    }
-    // An AlreadyExists on create is a conflict with a peer that created the clique first.
-    bool conflict = k8s::IsConflict(s) || absl::IsAlreadyExists(s);
-    reread = true;
-    absl::Duration delay = backoff.Next();
-    if (conflict) {
-      DRA_VLOG(2, "clique write conflicted; retrying on the latest object", "clique", name_,
-               "delay", delay);
-    } else {
-      DRA_WARNING("clique sync failed; retrying", "clique", name_, "node", options_.me.node_name,
-                  "err", s, "delay", delay);
-    }
-    dirty_ = true;
-    // After a conflict the full delay is kept (that is what spreads the writers). After other
-    // errors, such as no free index, a change of the clique (a daemon left) retries at once.
-    changed_since_failure_ = false;
-    struct Args {
-      CliqueRegistrar* self;
-      bool conflict;
-    } args{this, conflict};
-    mu_.AwaitWithTimeout(absl::Condition(
-                             +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->self->mu_) {
-                               return a->self->stop_ ||
-                                      (!a->conflict && a->self->changed_since_failure_);
-                             },
-                             &args),
-                         delay);
-  }
-  mu_.Unlock();
-}
-
 absl::Status CliqueRegistrar::Stop(absl::Duration budget) {
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return absl::OkStatus();
     stopped_ = true;
-    stop_ = true;
   }
-  if (worker_.joinable()) worker_.join();
+  loop_.Stop();
   // The informer stops after the removal: its watch notices a stop only at its next poll, and
   // deregistration should not wait for that.
   absl::Status removed = budget > absl::ZeroDuration() ? RemoveOwnEntry(budget) : absl::OkStatus();

@@ -6,11 +6,9 @@
 // shutdown.
 //
 // Writes use optimistic concurrency (Update with the resourceVersion read). On a conflict the
-// latest object is re-read from the API server after a jittered exponential backoff (5 ms, 10 ms,
-// ... up to 6 s, ±25 %), so that many daemons writing one clique do not storm the API server.
-// Other errors (index exhaustion, a clique of another domain, transport) retry on the same
-// backoff. Work is coalesced: events only mark the state dirty, one worker thread syncs (latest
-// wins; no channel that can block the informer).
+// latest object is re-read from the API server after the jittered backoff of SyncLoop, so that
+// many daemons writing one clique do not storm the API server. Other errors (index exhaustion, a
+// clique of another domain, transport) retry on the same backoff.
 //
 // Thread-safety: Start, Stop from one thread (main); SetReady from any thread. The callback runs
 // on the worker thread, one call at a time.
@@ -19,7 +17,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -27,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/cddaemon/clique_entry.h"
+#include "lib/cddaemon/sync_loop.h"
 #include "lib/common/backoff.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/informer.h"
@@ -38,8 +36,7 @@ struct CliqueRegistrarOptions {
   std::string namespace_name;  // the driver namespace (the daemon pod's namespace)
   std::string compute_domain_uid;
   DaemonIdentity me;
-  BackoffOptions backoff{
-      .initial = absl::Milliseconds(5), .max = absl::Seconds(6), .factor = 2.0, .jitter = 0.25};
+  BackoffOptions backoff = kWriteBackoff;
   absl::Duration resync = absl::Minutes(4);  // informer resync (upstream issue #742)
 };
 
@@ -63,13 +60,11 @@ class CliqueRegistrar {
   absl::Status Stop(absl::Duration budget) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Successful syncs so far (for tests and logs).
-  int syncs() const ABSL_LOCKS_EXCLUDED(mu_);
+  int syncs() const { return loop_.syncs(); }
 
  private:
-  void Wake() ABSL_LOCKS_EXCLUDED(mu_);
-  void Worker() ABSL_LOCKS_EXCLUDED(mu_);
   // One pass: read, create or edit, write, callback.
-  absl::Status SyncOnce(bool reread, std::optional<bool> ready);
+  absl::Status SyncOnce(bool reread) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<k8s::ComputeDomainClique> ReadLatest();
   absl::Status RemoveOwnEntry(absl::Duration budget);
 
@@ -79,14 +74,10 @@ class CliqueRegistrar {
   DaemonsCallback callback_;
   k8s::Informer<k8s::ComputeDomainClique> informer_;
 
+  SyncLoop loop_;
   mutable absl::Mutex mu_;
-  bool dirty_ ABSL_GUARDED_BY(mu_) = true;
-  bool changed_since_failure_ ABSL_GUARDED_BY(mu_) = false;  // clique events since a failure
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<bool> ready_ ABSL_GUARDED_BY(mu_);
-  int syncs_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread worker_;
 };
 
 }  // namespace dra::cddaemon

@@ -1,0 +1,57 @@
+#pragma once
+
+// The retry discipline shared by the daemon's writers of shared objects (the clique, or the
+// ComputeDomain status): events only mark the state dirty and one worker thread runs `sync`
+// (latest wins; nothing can block the informer that reports the events). A failed sync is retried
+// after a jittered exponential backoff (5 ms, 10 ms, ... 6 s, ±25 % by default). After a conflict
+// the whole delay is waited, which spreads many daemons writing one object; after other errors
+// (no free index, transport) an event ends the wait early, since it may be the change that helps.
+//
+// Thread-safety: Start and Stop from one thread; Wake from any thread. `sync` runs on the worker
+// thread only.
+
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/common/backoff.h"
+
+namespace dra::cddaemon {
+
+inline constexpr BackoffOptions kWriteBackoff{
+    .initial = absl::Milliseconds(5), .max = absl::Seconds(6), .factor = 2.0, .jitter = 0.25};
+
+class SyncLoop {
+ public:
+  // `sync(reread)`: reread is true after a failure, when cached state may be stale.
+  SyncLoop(std::string what, BackoffOptions backoff, std::function<absl::Status(bool reread)> sync)
+      : what_(std::move(what)), backoff_(backoff), sync_(std::move(sync)) {}
+  ~SyncLoop() { Stop(); }
+  SyncLoop(const SyncLoop&) = delete;
+  SyncLoop& operator=(const SyncLoop&) = delete;
+
+  void Start();  // runs one sync at once
+  void Wake() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for a running sync to finish; no sync runs afterwards. Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  int syncs() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string what_;
+  const BackoffOptions backoff_;
+  const std::function<absl::Status(bool)> sync_;
+  mutable absl::Mutex mu_;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = true;
+  bool changed_since_failure_ ABSL_GUARDED_BY(mu_) = false;
+  bool conflict_ ABSL_GUARDED_BY(mu_) = false;  // the last failure was a conflict
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int syncs_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread worker_;
+};
+
+}  // namespace dra::cddaemon
