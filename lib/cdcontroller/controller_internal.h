@@ -1,0 +1,30 @@
+#pragma once
+
+// Pieces shared by the Controller's source files (controller.cc, controller_start.cc,
+// cleanup.cc); not part of the library's interface.
+
+#include <string>
+#include <vector>
+
+#include "lib/k8s/object_meta.h"
+#include "lib/k8s/objects_compute_domain.h"
+
+namespace dra::cdcontroller::internal {
+
+// Informer index names: the label resource.nvidia.com/computeDomain, and a ComputeDomain's UID.
+inline constexpr char kIndexByDomain[] = "cd";
+inline constexpr char kIndexByUid[] = "uid";
+
+inline std::string DomainLabel(const k8s::ObjectMeta& meta) {
+  auto it = meta.labels.find(std::string(k8s::kComputeDomainLabel));
+  return it == meta.labels.end() ? "" : it->second;
+}
+
+template <typename T>
+std::vector<std::string> DomainLabelIndex(const T& obj) {
+  std::string v = DomainLabel(obj.metadata);
+  if (v.empty()) return {};
+  return {v};
+}
+
+}  // namespace dra::cdcontroller::internal
