@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/cddaemon/clique_entry.h"
+#include "lib/cddaemon/registrar.h"
 #include "lib/cddaemon/sync_loop.h"
 #include "lib/common/backoff.h"
 #include "lib/k8s/client.h"
@@ -40,24 +41,19 @@ struct CliqueRegistrarOptions {
   absl::Duration resync = absl::Minutes(4);  // informer resync (upstream issue #742)
 };
 
-class CliqueRegistrar {
+class CliqueRegistrar final : public Registrar {
  public:
-  // Receives the clique's full daemon list after every successful sync. A non-OK result is
-  // retried on the backoff like a failed write.
-  using DaemonsCallback =
-      std::function<absl::Status(const std::vector<k8s::ComputeDomainDaemonInfo>&)>;
-
   CliqueRegistrar(k8s::Client* client, CliqueRegistrarOptions options, DaemonsCallback callback);
-  ~CliqueRegistrar();
+  ~CliqueRegistrar() override;
   CliqueRegistrar(const CliqueRegistrar&) = delete;
   CliqueRegistrar& operator=(const CliqueRegistrar&) = delete;
 
-  void Start();
+  void Start() override;
   // The pod readiness to publish in the own entry (nothing is published before the first call).
-  void SetReady(bool ready) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetReady(bool ready) override ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the worker and the informer, then removes the entries carrying this pod's IP, trying
   // until `budget` is spent. Idempotent.
-  absl::Status Stop(absl::Duration budget) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Stop(absl::Duration budget) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Successful syncs so far (for tests and logs).
   int syncs() const { return loop_.syncs(); }

@@ -4,10 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/driver_gates.h"
+#include "lib/cddaemon/cd_status_registrar.h"
 #include "lib/cddaemon/clique_registrar.h"
 #include "lib/cddaemon/dns_updater.h"
 #include "lib/cddaemon/imex_files.h"
 #include "lib/cddaemon/imex_process.h"
+#include "lib/cddaemon/ip_updater.h"
 #include "lib/cddaemon/pod_readiness.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
@@ -67,11 +69,18 @@ absl::Status LabelOwnPod(k8s::Client& client, const DaemonConfig& c) {
 
 absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
   RETURN_IF_ERROR(CheckIdentity(c));
-  if (c.gates != nullptr && (!c.gates->Enabled(api::gate::kIMEXDaemonsWithDNSNames) ||
-                             !c.gates->Enabled(api::gate::kComputeDomainCliques))) {
-    return absl::UnimplementedError(
-        "compute-domain-daemon implements only IMEXDaemonsWithDNSNames=true with "
-        "ComputeDomainCliques=true");
+  // Defaults: DNS names and cliques. (ComputeDomainCliques=true with DNS names off is refused by
+  // the gate rules before we get here.)
+  const bool dns_names =
+      c.gates == nullptr || c.gates->Enabled(api::gate::kIMEXDaemonsWithDNSNames);
+  const bool cliques = c.gates == nullptr || c.gates->Enabled(api::gate::kComputeDomainCliques);
+  if (cliques && !dns_names) {
+    return absl::InvalidArgumentError(
+        "feature gate ComputeDomainCliques requires IMEXDaemonsWithDNSNames to also be enabled");
+  }
+  if (!cliques && c.compute_domain_name.empty()) {
+    return absl::InvalidArgumentError(
+        "--compute-domain-name (COMPUTE_DOMAIN_NAME) is required with ComputeDomainCliques=false");
   }
   ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(c.kubeconfig));
   ASSIGN_OR_RETURN(std::unique_ptr<k8s::Client> client, k8s::Client::Create(rest));
@@ -92,36 +101,58 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
         absl::StrCat("cannot run the IMEX daemon: ", imex_path.status().message()));
   }
   RETURN_IF_ERROR(WriteImexConfig(c.imexd_dir, c.pod_ip));
-  RETURN_IF_ERROR(WriteStaticNodesFile(c.imexd_dir, c.max_nodes_per_imex_domain));
+  if (dns_names) RETURN_IF_ERROR(WriteStaticNodesFile(c.imexd_dir, c.max_nodes_per_imex_domain));
 
   ImexProcess imex(
       {.argv = {*imex_path, "-c", ConfigPath(c.imexd_dir)}, .stop_timeout = c.imex_stop_timeout});
   DnsUpdater dns(c.hosts_file, c.clique_id, c.max_nodes_per_imex_domain, &imex);
+  IpUpdater ips(absl::StrCat(c.imexd_dir, "/", kNodesConfigName), c.clique_id, &imex);
+  DaemonsCallback on_daemons = [&](const std::vector<k8s::ComputeDomainDaemonInfo>& daemons) {
+    return dns_names ? dns.Update(daemons) : ips.Update(daemons);  // failures are retried
+  };
 
-  CliqueRegistrarOptions ro{.namespace_name = c.pod_namespace,
-                            .compute_domain_uid = c.compute_domain_uid,
-                            .me = {.node_name = c.node_name,
-                                   .pod_ip = c.pod_ip,
-                                   .pod_name = c.pod_name,
-                                   .pod_uid = c.pod_uid,
-                                   .clique_id = c.clique_id,
-                                   .max_nodes = c.max_nodes_per_imex_domain},
-                            .resync = kInformerResync};
-  CliqueRegistrar registrar(client.get(), ro,
-                            [&dns](const std::vector<k8s::ComputeDomainDaemonInfo>& daemons) {
-                              return dns.Update(daemons);  // failures are retried
-                            });
+  const DaemonIdentity me{.node_name = c.node_name,
+                          .pod_ip = c.pod_ip,
+                          .pod_name = c.pod_name,
+                          .pod_uid = c.pod_uid,
+                          .clique_id = c.clique_id,
+                          .max_nodes = c.max_nodes_per_imex_domain};
+  std::unique_ptr<Registrar> registrar;
+  std::string where;
+  if (cliques) {
+    registrar = std::make_unique<CliqueRegistrar>(
+        client.get(),
+        CliqueRegistrarOptions{.namespace_name = c.pod_namespace,
+                               .compute_domain_uid = c.compute_domain_uid,
+                               .me = me,
+                               .resync = kInformerResync},
+        on_daemons);
+    where = absl::StrCat("ComputeDomainClique ", c.pod_namespace, "/",
+                         k8s::CliqueObjectName(c.compute_domain_uid, c.clique_id));
+  } else {
+    registrar = std::make_unique<CdStatusRegistrar>(
+        client.get(),
+        CdStatusRegistrarOptions{.cd_namespace = c.compute_domain_namespace,
+                                 .cd_name = c.compute_domain_name,
+                                 .cd_uid = c.compute_domain_uid,
+                                 .me = me,
+                                 .dns_names = dns_names,
+                                 .resync = kInformerResync},
+        on_daemons);
+    where = absl::StrCat("ComputeDomain ", c.compute_domain_namespace, "/", c.compute_domain_name,
+                         " status");
+  }
   PodReadinessWatcher pod_watch(client.get(), c.pod_namespace, c.pod_name, kInformerResync,
-                                [&registrar](bool ready) { registrar.SetReady(ready); });
-  registrar.Start();
+                                [&registrar](bool ready) { registrar->SetReady(ready); });
+  registrar->Start();
   pod_watch.Start();
-  DRA_INFO("daemon running", "clique", k8s::CliqueObjectName(c.compute_domain_uid, c.clique_id),
-           "namespace", c.pod_namespace, "node", c.node_name, "podIP", c.pod_ip);
+  DRA_INFO("daemon running", "registration", where, "node", c.node_name, "podIP", c.pod_ip,
+           "dnsNames", dns_names);
 
   signals->WaitForShutdown();
-  DRA_INFO("shutting down: removing own clique entry and stopping nvidia-imex");
-  absl::Status removed = registrar.Stop(kRemoveEntryBudget);
-  if (!removed.ok()) DRA_ERROR("could not remove own clique entry", "err", removed);
+  DRA_INFO("shutting down: removing own entry and stopping nvidia-imex", "registration", where);
+  absl::Status removed = registrar->Stop(kRemoveEntryBudget);
+  if (!removed.ok()) DRA_ERROR("could not remove own entry", "err", removed);
   pod_watch.Stop();
   imex.Stop();
   DRA_INFO("Exiting");

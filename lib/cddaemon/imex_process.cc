@@ -148,7 +148,10 @@ void ImexProcess::Stop() {
     pid = pid_;
     pid_ = 0;
   }
-  if (pid <= 0) return;
+  if (pid > 0) Terminate(pid);
+}
+
+void ImexProcess::Terminate(pid_t pid) const {
   ::kill(pid, SIGTERM);
   absl::Time deadline = absl::Now() + options_.stop_timeout;
   int wstatus = 0;
@@ -163,6 +166,21 @@ void ImexProcess::Stop() {
     absl::SleepFor(absl::Milliseconds(20));
   }
   DRA_INFO("nvidia-imex stopped", "pid", pid);
+}
+
+absl::Status ImexProcess::Restart() {
+  // The lock is held throughout, so that the watchdog neither reaps the child being stopped nor
+  // counts its exit as a crash.
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::CancelledError("nvidia-imex supervision is stopping");
+  wanted_ = true;
+  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { Watchdog(); });
+  if (pid_ > 0) {
+    Terminate(pid_);
+    pid_ = 0;
+  }
+  consecutive_failures_ = 0;
+  return SpawnLocked();
 }
 
 bool ImexProcess::running() const {
