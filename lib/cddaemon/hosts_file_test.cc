@@ -1,8 +1,13 @@
 #include "lib/cddaemon/hosts_file.h"
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +136,37 @@ TEST_F(HostsFileDiskTest, InPlaceWriteKeepsTheInodeAndTruncates) {
 
 TEST_F(HostsFileDiskTest, InPlaceWriteOfMissingFileFails) {
   EXPECT_FALSE(WriteFileInPlace(path_ + ".missing", "x").ok());
+}
+
+// /etc/hosts in a pod is a file bind-mounted by the kubelet: a rename over it fails with EBUSY.
+// Reproduced with a bind mount in a private mount namespace (needs CAP_SYS_ADMIN; reported as
+// skipped, not passed, without it).
+TEST_F(HostsFileDiskTest, BindMountedHostsFileIsRewrittenInPlace) {
+  const std::string target = path_ + ".target";
+  ASSERT_TRUE(WriteFileAtomically(target, "old target contents\n").ok());
+  DnsMappings m{{"compute-domain-daemon-0000", "10.0.0.1"}};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWNS) != 0) ::_exit(77);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(77);
+    if (::mount(path_.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) ::_exit(77);
+    if (::rename(path_.c_str(), target.c_str()) == 0 || errno != EBUSY) ::_exit(3);  // premise
+    absl::Status s = UpdateHostsFile(target, m);
+    ::_exit(s.ok() ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    std::filesystem::remove(target);
+    GTEST_SKIP() << "no permission for a private mount namespace";
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The write went through the mount into the mounted file; the mount point's own file is
+  // untouched.
+  EXPECT_EQ(*ReadFile(path_), RenderHostsFile(kKubeletHosts, m));
+  EXPECT_EQ(*ReadFile(target), "old target contents\n");
+  std::filesystem::remove(target);
 }
 
 }  // namespace
