@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -36,10 +37,19 @@ TEST(CliqueRegistrarIntegrationTest, ConcurrentDaemonsGetDistinctIndicesAndLeave
   std::mt19937 rng(std::random_device{}());
   const std::string suffix = absl::StrFormat("%06x", rng() & 0xffffff);
   const std::string ns = absl::StrCat("cdd-reg-", suffix);
+  constexpr int kMax = 6;
   ASSERT_TRUE((*client)->Create(kNamespace, "", {{"metadata", {{"name", ns}}}}).ok());
+  // Runs on every exit, also after a failed ASSERT. No kubelet runs the pods: force-delete them.
+  absl::Cleanup cleanup = [&] {
+    k8s::DeleteOptions now;
+    now.grace_period_seconds = 0;
+    for (int i = 0; i <= kMax; ++i) {
+      (void)(*client)->Delete(k8s::Pod::kResource, ns, absl::StrCat("pod-", i), now);
+    }
+    (void)(*client)->Delete(kNamespace, "", ns);
+  };
   const std::string cd_uid = absl::StrCat("00000000-0000-4000-8000-000000", suffix);
   const std::string clique_id = "cluster.3";
-  constexpr int kMax = 6;
 
   absl::Mutex mu;
   std::vector<int> callbacks(kMax + 1, 0);
@@ -132,12 +142,6 @@ TEST(CliqueRegistrarIntegrationTest, ConcurrentDaemonsGetDistinctIndicesAndLeave
   c = read();
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->daemons.empty());
-  k8s::DeleteOptions now;
-  now.grace_period_seconds = 0;  // no kubelet runs these pods
-  for (int i = 0; i <= kMax; ++i) {
-    (void)(*client)->Delete(k8s::Pod::kResource, ns, absl::StrCat("pod-", i), now);
-  }
-  (void)(*client)->Delete(kNamespace, "", ns);
 }
 
 }  // namespace
