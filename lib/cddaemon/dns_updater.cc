@@ -13,7 +13,7 @@ absl::Status DnsUpdater::Update(const std::vector<k8s::ComputeDomainDaemonInfo>&
   ASSIGN_OR_RETURN(DnsMappings mappings, BuildDnsMappings(daemons, clique_id_, max_nodes_));
   const bool changed = !last_.has_value() || *last_ != mappings;
   if (changed) {
-    RETURN_IF_ERROR(UpdateHostsFile(hosts_file_, mappings));
+    RETURN_IF_ERROR(UpdateHostsFile(hosts_file_, mappings, &hosts_in_place_));
     last_ = mappings;
     DRA_INFO("updated DNS name mappings", "hosts", hosts_file_, "mappings",
              absl::StrJoin(mappings, ", ", absl::PairFormatter("=")));

@@ -33,7 +33,9 @@ class DnsUpdater {
   const std::string clique_id_;
   const int max_nodes_;
   ImexProcess* const imex_;
-  std::optional<DnsMappings> last_;  // what the hosts file holds; unset before the first write
+  std::optional<DnsMappings> last_;
+  bool hosts_in_place_ = false;  // the hosts file turned out to be a mount point  // what the hosts
+                                 // file holds; unset before the first write
 };
 
 }  // namespace dra::cddaemon

@@ -90,17 +90,25 @@ absl::Status WriteFileInPlace(const std::string& path, absl::string_view content
   return absl::OkStatus();
 }
 
-absl::Status UpdateHostsFile(const std::string& path, const DnsMappings& mappings) {
+absl::Status UpdateHostsFile(const std::string& path, const DnsMappings& mappings, bool* in_place) {
   absl::StatusOr<std::string> existing = ReadFile(path);
   if (!existing.ok() && !absl::IsNotFound(existing.status())) return existing.status();
   const std::string current = existing.ok() ? *existing : "";
   std::string next = RenderHostsFile(current, mappings);
   if (existing.ok() && next == current) return absl::OkStatus();
+  if (existing.ok() && in_place != nullptr && *in_place) return WriteFileInPlace(path, next);
   absl::Status atomic = WriteFileAtomically(path, next, 0644);
   if (atomic.ok()) return atomic;
-  DRA_VLOG(2, "atomic replace of hosts file failed; writing in place", "path", path, "err", atomic);
   if (!existing.ok()) return atomic;  // nothing to write into
-  return WriteFileInPlace(path, next);
+  // In a pod this is the normal case: the rename over the kubelet's bind mount fails (EBUSY),
+  // and it will every time, so later writes go in place at once.
+  RETURN_IF_ERROR(WriteFileInPlace(path, next));
+  DRA_INFO(
+      "hosts file cannot be replaced atomically (a bind mount in a pod?); rewriting it in "
+      "place from now on",
+      "path", path, "err", atomic);
+  if (in_place != nullptr) *in_place = true;
+  return absl::OkStatus();
 }
 
 }  // namespace dra::cddaemon

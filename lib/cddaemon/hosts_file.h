@@ -41,8 +41,12 @@ std::string RenderHostsFile(absl::string_view existing, const DnsMappings& mappi
 // rename over a mount point fails (EBUSY), so it then writes in place: the new bytes at offset 0,
 // then ftruncate to the new length, then fsync. A concurrent reader could see the new bytes
 // followed by a stale tail for that instant; the only reader that matters, nvidia-imex, resolves
-// again only when we SIGUSR1 it after this returns. Thread-compatible: one writer at a time.
-absl::Status UpdateHostsFile(const std::string& path, const DnsMappings& mappings);
+// again only when we SIGUSR1 it after this returns. When `in_place` is given, *in_place true
+// skips the atomic attempt, and an atomic replace that failed where the in-place write worked
+// sets it (a mount stays a mount).
+// Thread-compatible: one writer at a time.
+absl::Status UpdateHostsFile(const std::string& path, const DnsMappings& mappings,
+                             bool* in_place = nullptr);
 
 // The in-place write alone (exposed for tests).
 absl::Status WriteFileInPlace(const std::string& path, absl::string_view contents);
