@@ -68,6 +68,7 @@ absl::StatusOr<Contents> DecodeData(const Json& data) {
     claim.state = *parsed;
     if (auto it = entry.find("allocation"); it != entry.end()) claim.allocation = *it;
     if (auto it = entry.find("preparedDevices"); it != entry.end()) claim.prepared_devices = *it;
+    if (auto it = entry.find("steps"); it != entry.end()) claim.steps = *it;
     out.claims.emplace(uid, std::move(claim));
   }
   return out;
@@ -107,6 +108,7 @@ absl::StatusOr<std::string> EncodeCheckpoint(const Contents& contents) {
     entry["state"] = std::string(ClaimStateName(claim.state));
     if (!claim.allocation.is_null()) entry["allocation"] = claim.allocation;
     if (!claim.prepared_devices.is_null()) entry["preparedDevices"] = claim.prepared_devices;
+    if (!claim.steps.is_null()) entry["steps"] = claim.steps;
     claims[uid] = std::move(entry);
   }
   Json data = {{"nodeBootID", contents.node_boot_id}, {"preparedClaims", std::move(claims)}};

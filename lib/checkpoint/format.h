@@ -12,7 +12,8 @@
 //           "namespace": "...", "name": "...",
 //           "state": "PrepareStarted" | "PrepareCompleted",
 //           "allocation": <the claim's status.allocation, any JSON>,
-//           "preparedDevices": <caller-defined JSON>
+//           "preparedDevices": <caller-defined JSON>,
+//           "steps": <caller-defined JSON, optional>
 //         }, ...
 //       }
 //     },
@@ -57,6 +58,10 @@ struct PreparedClaim {
   ClaimState state = ClaimState::kPrepareStarted;
   nlohmann::json allocation;        // the ResourceClaim's status.allocation; null when unknown
   nlohmann::json prepared_devices;  // opaque to this library; null when none
+  // The record of the prepare's steps (lib/gpu/prepare_plan.h), opaque to this library; null in
+  // entries written before steps were recorded and in adopted Go entries. JSON "steps", left out
+  // when null, so that older readers (which ignore it) and newer ones agree on everything else.
+  nlohmann::json steps;
 
   friend bool operator==(const PreparedClaim&, const PreparedClaim&) = default;
 };

@@ -1,5 +1,7 @@
 #include "lib/gpu/device_state.h"
 
+#include <algorithm>
+#include <functional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -61,19 +63,44 @@ absl::StatusOr<std::map<std::string, api::Config>> RecordedConfigs(
   return out;
 }
 
-// UUIDs of the full GPUs that PrepareCompleted claims other than `uid` hold.
-std::set<std::string> GpusHeldByOthers(const std::string& uid, const checkpoint::ClaimMap& all) {
-  std::set<std::string> held;
-  for (const auto& [other_uid, other] : all) {
-    if (other_uid == uid || other.state != ClaimState::kPrepareCompleted) continue;
-    auto devices = PreparedDevicesFromJson(other.prepared_devices);
-    if (!devices.ok()) continue;
-    for (const PreparedDevice& d : *devices) {
-      if (d.type == DeviceType::kGpu) held.insert(d.uuid);
-    }
+// The claim's checkpoint entry as the step engine's journal: every write records `base` (the
+// claim's identity, allocation and devices) with the given state and steps, and recounts.
+class ClaimJournal final : public StepJournal {
+ public:
+  ClaimJournal(checkpoint::Checkpoint* checkpoint, checkpoint::PreparedClaim base,
+               std::function<void(const checkpoint::ClaimMap&)> recount)
+      : checkpoint_(checkpoint), base_(std::move(base)), recount_(std::move(recount)) {}
+
+  absl::Status Started(const std::vector<StepRecord>& steps) override {
+    return Write(ClaimState::kPrepareStarted, steps);
   }
-  return held;
-}
+  absl::Status Completed(const std::vector<StepRecord>& steps) override {
+    return Write(ClaimState::kPrepareCompleted, steps);
+  }
+  absl::Status Forget() override {
+    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
+      claims.erase(base_.uid);
+      recount_(claims);
+      return absl::OkStatus();
+    });
+  }
+
+ private:
+  absl::Status Write(ClaimState state, const std::vector<StepRecord>& steps) {
+    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
+      checkpoint::PreparedClaim& c = claims[base_.uid];
+      c = base_;
+      c.state = state;
+      c.steps = StepRecordsToJson(steps);
+      recount_(claims);
+      return absl::OkStatus();
+    });
+  }
+
+  checkpoint::Checkpoint* const checkpoint_;
+  const checkpoint::PreparedClaim base_;
+  const std::function<void(const checkpoint::ClaimMap&)> recount_;
+};
 
 }  // namespace
 
@@ -113,7 +140,16 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
   }
   for (const ConfigGroup& g : plan.groups) {
     const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
-    plan.time_slicing = plan.time_slicing || interval.has_value();
+    if (interval) {
+      TimeSliceGroup slice{.interval = *interval};
+      std::set<std::string> seen;  // with consumable shares two requests may get one GPU
+      for (const AllocatableDevice* d : g.devices) {
+        if (d->type == DeviceType::kGpu && seen.insert(d->gpu.uuid).second) {
+          slice.gpu_uuids.push_back(d->gpu.uuid);
+        }
+      }
+      plan.time_slices.push_back(std::move(slice));
+    }
     std::optional<MpsDaemonRecord> mps_record;
     if (const std::optional<api::MpsConfig> mps = MpsConfigOf(g.config)) {
       if (options_.mps == nullptr) {
@@ -154,10 +190,35 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
   return plan;
 }
 
+PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
+                               absl::Time mps_ready_deadline) const {
+  ClaimStepsInput in{.claim_uid = uid,
+                     .time_slices = plan.time_slices,
+                     .mps_ready_deadline = mps_ready_deadline};
+  for (const auto& [daemon, names] : plan.daemons) {
+    in.mps.push_back({.daemon = daemon.get(), .device_names = names});
+  }
+  // One CDI device per allocated device: with consumable shares, two requests of the claim may
+  // have been given the same device, and CDI device names must be unique within the spec.
+  std::set<std::string> in_spec;
+  for (const PreparedDevice& p : plan.prepared) {
+    if (in_spec.insert(p.device).second) in.cdi_devices.push_back(p);
+  }
+  return GpuClaimSteps(in, services());
+}
+
+ClaimStepServices DeviceState::services() const {
+  return {.time_slicing = options_.time_slicing, .mps = options_.mps, .cdi = cdi_};
+}
+
+bool DeviceState::time_slicing_gate() const {
+  return gates().Enabled(std::string(api::gate::kTimeSlicingSettings));
+}
+
 absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
     const k8s::ResourceClaim& claim, const Deadline& deadline) {
   const std::string& uid = claim.metadata.uid;
-  // One read serves the idempotency check and the overlap check below.
+  // One read serves the idempotency check, the overlap check and the undo of time-slices.
   ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
   const auto existing = all.find(uid);
   if (existing != all.end() && existing->second.state == ClaimState::kPrepareCompleted) {
@@ -167,88 +228,36 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   // Counted from here: the kubelet's timeout started before this call.
   const absl::Time mps_deadline =
       deadline.CapTime(options_.clock->Now() + options_.mps_ready_timeout);
+  // Resolve the configs and plan the devices, then refuse devices other claims hold: no side
+  // effects.
   ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim));
-  const std::vector<ConfigGroup>& groups = plan.groups;
-  const std::vector<PreparedDevice>& prepared = plan.prepared;
-  const std::vector<const api::Config*>& configs = plan.configs;
-  auto& daemons = plan.daemons;
-  const bool time_slicing = plan.time_slicing;
-  RETURN_IF_ERROR(CheckOverlap(uid, all, prepared, configs));
-
-  // Nothing has changed yet: a prepare past its deadline stops here without a trace.
-  RETURN_IF_ERROR(deadline.Check("set up devices"));
-  // A prepare that crashed or failed half-way may have changed GPUs: undo that first.
-  if (existing != all.end()) {
-    ASSIGN_OR_RETURN(std::vector<PreparedDevice> partial,
-                     PreparedDevicesFromJson(existing->second.prepared_devices));
-    RETURN_IF_ERROR(Annotate(ResetTimeSlices(uid, all, partial), "roll back partial prepare"));
-    // Daemons of this plan are kept: Start completes a partial start, and a daemon that was
-    // merely slow (an image pull) gets its chance to become ready.
-    std::set<std::string> keep;
-    for (const auto& [daemon, names] : daemons) keep.insert(daemon->Record().id);
-    RETURN_IF_ERROR(Annotate(StopMpsDaemons(partial, keep), "roll back partial prepare"));
-  }
-  nlohmann::json allocation = claim.ToJson()["status"]["allocation"];
-  auto record = [&](ClaimState state) {
-    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
-      checkpoint::PreparedClaim& c = claims[uid];
-      c.uid = uid;
-      c.namespace_name = claim.metadata.namespace_name;
-      c.name = claim.metadata.name;
-      c.state = state;
-      c.allocation = allocation;
-      c.prepared_devices = PreparedDevicesToJson(prepared);
-      CountPreparedDevices(claims);
-      return absl::OkStatus();
-    });
-  };
-  if (time_slicing && options_.time_slicing == nullptr) {
+  RETURN_IF_ERROR(CheckOverlap(uid, all, plan.prepared, plan.configs));
+  if (!plan.time_slices.empty() && options_.time_slicing == nullptr) {
     return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
   }
-  // Recorded before nvidia-smi runs and before a daemon starts, so that a crash or a failure from
-  // here on is rolled back (by the retried prepare, or by the unprepare of the cleanup).
-  if (time_slicing || !daemons.empty()) RETURN_IF_ERROR(record(ClaimState::kPrepareStarted));
-  if (time_slicing) {
-    for (const ConfigGroup& g : groups) {
-      const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
-      if (!interval) continue;
-      std::vector<std::string> uuids;
-      std::set<std::string> seen;  // with consumable shares two requests may get one GPU
-      for (const AllocatableDevice* d : g.devices) {
-        if (d->type == DeviceType::kGpu && seen.insert(d->gpu.uuid).second) {
-          uuids.push_back(d->gpu.uuid);
-        }
-      }
-      RETURN_IF_ERROR(options_.time_slicing->Apply(uuids, *interval, deadline));
-      DRA_INFO("applied GPU time-slicing", "claim", uid, "interval",
-               api::TimeSliceIntervalName(*interval), "gpus", uuids.size());
-    }
-  }
+  // Nothing has changed yet: a prepare past its deadline stops here without a trace.
+  RETURN_IF_ERROR(deadline.Check("set up devices"));
 
-  std::map<std::string, cdi::ContainerEdits> device_edits;
-  for (const auto& [daemon, names] : daemons) {
-    RETURN_IF_ERROR(deadline.Check("start MPS daemon " + daemon->Record().id));
-    RETURN_IF_ERROR(daemon->Start());
-    RETURN_IF_ERROR(daemon->AssertReady(mps_deadline));
-    const cdi::ContainerEdits edits = daemon->ContainerEdits();
-    for (const std::string& name : names) device_edits[name].Append(edits);
-    DRA_INFO("MPS control daemon ready", "claim", uid, "id", daemon->Record().id, "devices",
-             names.size());
-  }
-
-  // One CDI device per allocated device: with consumable shares, two requests of the claim may
-  // have been given the same device, and CDI device names must be unique within the spec.
-  std::vector<PreparedDevice> cdi_devices;
-  std::set<std::string> in_spec;
-  for (const PreparedDevice& p : prepared) {
-    if (in_spec.insert(p.device).second) cdi_devices.push_back(p);
-  }
-  RETURN_IF_ERROR(deadline.Check("write the CDI spec"));
-  RETURN_IF_ERROR(cdi_->Write(uid, cdi_devices, device_edits).status());
-  RETURN_IF_ERROR(record(ClaimState::kPrepareCompleted));
+  // The steps (claim_steps.h): timeSlicing, mpsDaemons, cdiSpec, as the claim needs them; the
+  // engine records PrepareStarted before the external ones and PrepareCompleted after the last.
+  // A prepare that failed or crashed half-way left a record: the engine finishes the steps this
+  // plan repeats and undoes the others first.
+  PlanSteps steps = StepsOf(uid, plan, mps_deadline);
+  std::vector<StepRecord> recorded;
+  if (existing != all.end()) recorded = RecordedSteps(existing->second, time_slicing_gate());
+  checkpoint::PreparedClaim base{.uid = uid,
+                                 .namespace_name = claim.metadata.namespace_name,
+                                 .name = claim.metadata.name,
+                                 .allocation = claim.ToJson()["status"]["allocation"],
+                                 .prepared_devices = PreparedDevicesToJson(plan.prepared)};
+  ClaimJournal journal(checkpoint_, std::move(base),
+                       [this](const checkpoint::ClaimMap& claims) { CountPreparedDevices(claims); });
+  const StepUndoers undoers = GpuClaimUndoers(uid, all, services());
+  StepEngine engine(&journal, &undoers);
+  RETURN_IF_ERROR(engine.Run(recorded, steps, deadline));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
-           claim.metadata.name, "devices", prepared.size());
-  return prepared;
+           claim.metadata.name, "devices", plan.prepared.size());
+  return plan.prepared;
 }
 
 absl::Status DeviceState::CheckOverlap(const std::string& uid, const checkpoint::ClaimMap& all,
@@ -287,54 +296,6 @@ absl::Status DeviceState::CheckOverlap(const std::string& uid, const checkpoint:
                          " has conflicting configuration with already prepared claim ", other_uid));
       }
     }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DeviceState::ResetTimeSlices(const std::string& uid, const checkpoint::ClaimMap& all,
-                                          const std::vector<PreparedDevice>& devices) const {
-  const bool gate = gates().Enabled(std::string(api::gate::kTimeSlicingSettings));
-  std::vector<std::string> reset;
-  std::set<std::string> held;
-  bool held_known = false;
-  for (const PreparedDevice& d : devices) {
-    if (d.type != DeviceType::kGpu) continue;
-    // Explicitly false: never touched. Absent: a record from before time-slicing; reset while
-    // the gate is on, as the Go driver does.
-    if (!d.time_slice_applied.value_or(gate)) continue;
-    if (!held_known) {
-      held = GpusHeldByOthers(uid, all);
-      held_known = true;
-    }
-    if (held.contains(d.uuid)) {
-      DRA_VLOG(2, "GPU still used by another claim; keeping its time-slice", "claim", uid, "uuid",
-               d.uuid);
-      continue;
-    }
-    reset.push_back(d.uuid);
-  }
-  if (reset.empty()) return absl::OkStatus();
-  if (options_.time_slicing == nullptr) {
-    return absl::FailedPreconditionError(
-        "GPU time-slices need a reset but this plugin has no nvidia-smi runner");
-  }
-  RETURN_IF_ERROR(Annotate(options_.time_slicing->Reset(reset), "reset GPU time-slice"));
-  DRA_INFO("reset GPU time-slicing", "claim", uid, "gpus", reset.size());
-  return absl::OkStatus();
-}
-
-absl::Status DeviceState::StopMpsDaemons(const std::vector<PreparedDevice>& devices,
-                                         const std::set<std::string>& keep) const {
-  std::set<std::string> done;
-  for (const PreparedDevice& d : devices) {
-    if (!d.mps_daemon || keep.contains(d.mps_daemon->id) || !done.insert(d.mps_daemon->id).second) {
-      continue;
-    }
-    if (options_.mps == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "MPS control daemon ", d.mps_daemon->id, " needs a stop but this plugin has no MPS"));
-    }
-    RETURN_IF_ERROR(options_.mps->Stop(*d.mps_daemon));
   }
   return absl::OkStatus();
 }
@@ -379,6 +340,7 @@ absl::StatusOr<bool> DeviceState::Rebuild(const k8s::ResourceClaim& claim) {
     c.state = ClaimState::kPrepareCompleted;
     c.allocation = allocation;
     c.prepared_devices = PreparedDevicesToJson(plan->prepared);
+    c.steps = StepRecordsToJson(AppliedRecords(StepsOf(uid, *plan, absl::InfiniteFuture())));
     CountPreparedDevices(claims);
     added = true;
     return absl::OkStatus();
@@ -401,22 +363,22 @@ absl::Status DeviceState::Unprepare(const std::string& claim_uid) {
     DRA_VLOG(4, "unprepare: claim not in checkpoint", "claim", claim_uid);
     return absl::OkStatus();
   }
-  // Full GPUs and static MIG devices need no teardown beyond the MPS daemon and the time-slice; a
-  // PrepareStarted claim's record lists the GPUs and daemons its prepare may have changed.
-  auto devices = PreparedDevicesFromJson(existing->second.prepared_devices);
-  if (devices.ok()) {
-    RETURN_IF_ERROR(StopMpsDaemons(*devices, {}));
-    RETURN_IF_ERROR(ResetTimeSlices(claim_uid, all, *devices));
-  } else {
-    DRA_WARNING("unprepare: unreadable device record; no device teardown", "claim", claim_uid,
-                "err", devices.status());
-  }
-  RETURN_IF_ERROR(cdi_->Remove(claim_uid));
-  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
-    claims.erase(claim_uid);
-    CountPreparedDevices(claims);
-    return absl::OkStatus();
-  }));
+  // The recorded steps (for older records, those the devices imply) are undone in reverse: the
+  // CDI spec, the MPS daemons, the time-slices. Full GPUs and static MIG devices need no other
+  // teardown. A failure keeps the steps not undone recorded (PrepareStarted), so that the
+  // kubelet's retry or the cleanup repeats the unprepare.
+  const std::vector<StepRecord> recorded = RecordedSteps(existing->second, time_slicing_gate());
+  ClaimJournal journal(checkpoint_, existing->second,
+                       [this](const checkpoint::ClaimMap& claims) { CountPreparedDevices(claims); });
+  const StepUndoers undoers = GpuClaimUndoers(claim_uid, all, services());
+  StepEngine engine(&journal, &undoers);
+  RETURN_IF_ERROR(engine.UndoAll(recorded));
+  // A spec written by a prepare that ended before recording it completed is not in its record.
+  const bool spec_recorded = std::any_of(recorded.begin(), recorded.end(), [](const StepRecord& r) {
+    return r.name == kCdiSpecStep;
+  });
+  if (!spec_recorded) RETURN_IF_ERROR(cdi_->Remove(claim_uid));
+  RETURN_IF_ERROR(journal.Forget());
   DRA_INFO("unprepared claim", "claim", claim_uid, "namespace", existing->second.namespace_name,
            "name", existing->second.name, "state",
            checkpoint::ClaimStateName(existing->second.state));

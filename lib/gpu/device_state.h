@@ -2,16 +2,19 @@
 
 // Prepare and unprepare of GPU and static-MIG claims (docs/prepare-flow.md): resolves
 // the claim's configs, checks that no device is already held by another prepared claim (or, with
-// consumable shares, that the claims sharing a device configure it alike), applies time-slicing,
-// writes the claim's CDI spec, and records everything in the checkpoint so that unprepare works
-// from the checkpoint alone. Both operations are idempotent.
+// consumable shares, that the claims sharing a device configure it alike), then runs the claim's
+// plan of steps (claim_steps.h: time-slicing, MPS control daemons, the CDI spec) through the step
+// engine (prepare_plan.h), which records in the checkpoint what may have been applied, so that
+// unprepare works from the checkpoint alone. Both operations are idempotent.
 //
-// Crash consistency: a claim is marked PrepareStarted, with the devices it is about to change,
-// before any step with a side effect outside this process's files (nvidia-smi for time-slicing);
+// Crash consistency (prepare_plan.h has the rules): a step with a side effect outside this
+// process's files (nvidia-smi, an MPS daemon) is recorded, PrepareStarted, before it begins;
 // claims without such a step go straight to PrepareCompleted after the CDI spec is written. A
-// retried prepare of a PrepareStarted claim, or its unprepare (the cleanup's, when the claim is
-// gone), first undoes what the record says may have been done. A crash before the record leaves
-// at most a CDI spec that the retried prepare rewrites or the cleanup removes.
+// failing time-slicing or MPS step leaves the claim PrepareStarted; a retried prepare finishes
+// the recorded steps its plan repeats and undoes the others first; unprepare (the cleanup's, when
+// the claim is gone) undoes every recorded step in reverse. A crash before the first record
+// leaves at most a CDI spec that the retried prepare rewrites or the cleanup removes. Records
+// written before steps were recorded are read through claim_steps.h LegacySteps.
 //
 // MPS (gate MPSSupport, docs/mps.md): each config group with strategy MPS gets a control daemon
 // (mps_sharing.h). Its record goes into the checkpoint with the PrepareStarted claim before the
@@ -42,6 +45,7 @@
 #include "lib/common/deadline.h"
 #include "lib/common/feature_gates.h"
 #include "lib/gpu/claim_cdi.h"
+#include "lib/gpu/claim_steps.h"
 #include "lib/gpu/device_configs.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mps_sharing.h"
@@ -104,13 +108,13 @@ class DeviceState {
  private:
   // What prepare would do for a claim: its config groups, the devices to record (configs[i] is
   // the config of prepared[i], pointing into groups), the MPS daemons (not started) with the
-  // devices each serves, and whether a time-slice is set.
+  // devices each serves, and the time-slices to set.
   struct Plan {
     std::vector<ConfigGroup> groups;
     std::vector<PreparedDevice> prepared;
     std::vector<const api::Config*> configs;
     std::vector<std::pair<std::unique_ptr<MpsDaemon>, std::vector<std::string>>> daemons;
-    bool time_slicing = false;
+    std::vector<TimeSliceGroup> time_slices;
   };
   // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects.
   absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim) const
@@ -123,13 +127,11 @@ class DeviceState {
   absl::Status CheckOverlap(const std::string& uid, const checkpoint::ClaimMap& all,
                             const std::vector<PreparedDevice>& prepared,
                             const std::vector<const api::Config*>& configs) const;
-  // Resets the time-slice of the GPUs in `devices` that need it (time_slice_applied true, or
-  // absent with the gate on) and that no other PrepareCompleted claim in `all` holds.
-  absl::Status ResetTimeSlices(const std::string& uid, const checkpoint::ClaimMap& all,
-                               const std::vector<PreparedDevice>& devices) const;
-  // Stops the MPS daemons recorded in `devices` whose id is not in `keep`.
-  absl::Status StopMpsDaemons(const std::vector<PreparedDevice>& devices,
-                              const std::set<std::string>& keep) const;
+  // The steps of `plan` (claim_steps.h); they point into `plan`.
+  PlanSteps StepsOf(const std::string& uid, const Plan& plan, absl::Time mps_ready_deadline) const;
+  ClaimStepServices services() const;
+  // Gate TimeSlicingSettings (for records without timeSliceApplied).
+  bool time_slicing_gate() const;
   const FeatureGates& gates() const;
 
   const Inventory inventory_;

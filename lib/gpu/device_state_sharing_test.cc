@@ -122,9 +122,11 @@ TEST_F(DeviceStateTest, LegacyRecordWithoutFlagResetsWhileGateOn) {
     ASSERT_TRUE(state_->Prepare(Claim("uid-old", {"gpu-7"})).ok());
     ASSERT_TRUE(checkpoint_
                     ->Update([](checkpoint::ClaimMap& claims) {
+                      // As an older plugin wrote it: no flag, and no step record.
                       for (nlohmann::json& d : claims["uid-old"].prepared_devices) {
                         d.erase("timeSliceApplied");
                       }
+                      claims["uid-old"].steps = nullptr;
                       return absl::OkStatus();
                     })
                     .ok());

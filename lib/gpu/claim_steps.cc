@@ -1,0 +1,264 @@
+#include "lib/gpu/claim_steps.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "lib/common/log.h"
+#include "lib/common/status.h"
+
+namespace dra::gpu {
+namespace {
+
+using checkpoint::ClaimState;
+using DeviceEdits = std::map<std::string, cdi::ContainerEdits>;
+
+class TimeSlicingStep final : public PlanStep {
+ public:
+  TimeSlicingStep(std::string uid, std::vector<TimeSliceGroup> groups, const TimeSlicing* ts)
+      : uid_(std::move(uid)), groups_(std::move(groups)), time_slicing_(ts) {}
+  std::string name() const override { return kTimeSlicingStep; }
+  nlohmann::json UndoData() const override {
+    nlohmann::json out = nlohmann::json::array();
+    for (const TimeSliceGroup& g : groups_) {
+      out.push_back({{"interval", api::TimeSliceIntervalName(g.interval)}, {"gpus", g.gpu_uuids}});
+    }
+    return out;
+  }
+  bool external() const override { return true; }
+  bool resumable() const override { return true; }  // stops at the failed GPU; the retry goes on
+  absl::Status Apply(const Deadline& deadline) override {
+    if (time_slicing_ == nullptr) {
+      return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
+    }
+    for (const TimeSliceGroup& g : groups_) {
+      RETURN_IF_ERROR(time_slicing_->Apply(g.gpu_uuids, g.interval, deadline));
+      DRA_INFO("applied GPU time-slicing", "claim", uid_, "interval",
+               api::TimeSliceIntervalName(g.interval), "gpus", g.gpu_uuids.size());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string uid_;
+  const std::vector<TimeSliceGroup> groups_;
+  const TimeSlicing* const time_slicing_;
+};
+
+class MpsDaemonsStep final : public PlanStep {
+ public:
+  MpsDaemonsStep(std::string uid, std::vector<MpsGroup> groups, absl::Time ready_deadline,
+                 std::shared_ptr<DeviceEdits> edits)
+      : uid_(std::move(uid)),
+        groups_(std::move(groups)),
+        ready_deadline_(ready_deadline),
+        edits_(std::move(edits)) {}
+  std::string name() const override { return kMpsDaemonsStep; }
+  nlohmann::json UndoData() const override {
+    nlohmann::json out = nlohmann::json::array();
+    for (const MpsGroup& g : groups_) out.push_back(MpsDaemonRecordToJson(g.daemon->Record()));
+    return out;
+  }
+  bool external() const override { return true; }
+  // Start completes a partial start, and a daemon that was merely slow (an image pull) gets its
+  // chance to become ready at the retry.
+  bool resumable() const override { return true; }
+  absl::Status Apply(const Deadline& deadline) override {
+    for (const MpsGroup& g : groups_) {
+      const std::string id = g.daemon->Record().id;
+      RETURN_IF_ERROR(deadline.Check("start MPS daemon " + id));
+      RETURN_IF_ERROR(g.daemon->Start());
+      RETURN_IF_ERROR(g.daemon->AssertReady(ready_deadline_));
+      const cdi::ContainerEdits edits = g.daemon->ContainerEdits();
+      for (const std::string& name : g.device_names) (*edits_)[name].Append(edits);
+      DRA_INFO("MPS control daemon ready", "claim", uid_, "id", id, "devices",
+               g.device_names.size());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string uid_;
+  const std::vector<MpsGroup> groups_;
+  const absl::Time ready_deadline_;
+  const std::shared_ptr<DeviceEdits> edits_;
+};
+
+class CdiSpecStep final : public PlanStep {
+ public:
+  CdiSpecStep(std::string uid, std::vector<PreparedDevice> devices, const ClaimCdi* cdi,
+              std::shared_ptr<const DeviceEdits> edits)
+      : uid_(std::move(uid)), devices_(std::move(devices)), cdi_(cdi), edits_(std::move(edits)) {}
+  std::string name() const override { return kCdiSpecStep; }
+  nlohmann::json UndoData() const override { return nullptr; }
+  bool external() const override { return false; }
+  bool resumable() const override { return false; }  // written atomically: all or nothing
+  absl::Status Apply(const Deadline& deadline) override {
+    RETURN_IF_ERROR(deadline.Check("write the CDI spec"));
+    return cdi_->Write(uid_, devices_, *edits_).status();
+  }
+
+ private:
+  const std::string uid_;
+  const std::vector<PreparedDevice> devices_;
+  const ClaimCdi* const cdi_;
+  const std::shared_ptr<const DeviceEdits> edits_;
+};
+
+// UUIDs of the full GPUs that PrepareCompleted claims other than `uid` hold.
+std::set<std::string> GpusHeldByOthers(const std::string& uid, const checkpoint::ClaimMap& all) {
+  std::set<std::string> held;
+  for (const auto& [other_uid, other] : all) {
+    if (other_uid == uid || other.state != ClaimState::kPrepareCompleted) continue;
+    auto devices = PreparedDevicesFromJson(other.prepared_devices);
+    if (!devices.ok()) continue;
+    for (const PreparedDevice& d : *devices) {
+      if (d.type == DeviceType::kGpu) held.insert(d.uuid);
+    }
+  }
+  return held;
+}
+
+absl::StatusOr<std::vector<std::string>> StringList(const nlohmann::json& j,
+                                                    const std::string& path) {
+  if (!j.is_array()) return absl::InvalidArgumentError(path + ": expected a list");
+  std::vector<std::string> out;
+  for (const nlohmann::json& e : j) {
+    if (!e.is_string()) return absl::InvalidArgumentError(path + ": expected strings");
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+// Undo of timeSlicing: reset the recorded GPUs that no other completed claim holds.
+absl::Status ResetTimeSlices(const std::string& uid, const checkpoint::ClaimMap& all,
+                             const TimeSlicing* time_slicing, const nlohmann::json& undo) {
+  if (!undo.is_array()) return absl::InvalidArgumentError("timeSlicing undo: expected a list");
+  std::vector<std::string> reset;
+  std::set<std::string> seen;
+  std::optional<std::set<std::string>> held;
+  for (const nlohmann::json& group : undo) {
+    if (!group.is_object() || !group.contains("gpus")) {
+      return absl::InvalidArgumentError("timeSlicing undo: expected {\"gpus\": [...]} groups");
+    }
+    ASSIGN_OR_RETURN(std::vector<std::string> gpus,
+                     StringList(group["gpus"], "timeSlicing undo: gpus"));
+    for (const std::string& uuid : gpus) {
+      if (!seen.insert(uuid).second) continue;
+      if (!held) held = GpusHeldByOthers(uid, all);
+      if (held->contains(uuid)) {
+        DRA_VLOG(2, "GPU still used by another claim; keeping its time-slice", "claim", uid,
+                 "uuid", uuid);
+        continue;
+      }
+      reset.push_back(uuid);
+    }
+  }
+  if (reset.empty()) return absl::OkStatus();
+  if (time_slicing == nullptr) {
+    return absl::FailedPreconditionError(
+        "GPU time-slices need a reset but this plugin has no nvidia-smi runner");
+  }
+  RETURN_IF_ERROR(Annotate(time_slicing->Reset(reset), "reset GPU time-slice"));
+  DRA_INFO("reset GPU time-slicing", "claim", uid, "gpus", reset.size());
+  return absl::OkStatus();
+}
+
+// Undo of mpsDaemons: stop each recorded daemon.
+absl::Status StopMpsDaemons(const MpsDaemons* mps, const nlohmann::json& undo) {
+  if (!undo.is_array()) return absl::InvalidArgumentError("mpsDaemons undo: expected a list");
+  for (const nlohmann::json& j : undo) {
+    ASSIGN_OR_RETURN(MpsDaemonRecord record, MpsDaemonRecordFromJson(j));
+    if (mps == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "MPS control daemon ", record.id, " needs a stop but this plugin has no MPS"));
+    }
+    RETURN_IF_ERROR(mps->Stop(record));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services) {
+  auto edits = std::make_shared<DeviceEdits>();
+  PlanSteps steps;
+  if (!in.time_slices.empty()) {
+    steps.push_back(
+        std::make_unique<TimeSlicingStep>(in.claim_uid, in.time_slices, services.time_slicing));
+  }
+  if (!in.mps.empty()) {
+    steps.push_back(
+        std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline, edits));
+  }
+  steps.push_back(
+      std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits));
+  return steps;
+}
+
+std::vector<StepRecord> AppliedRecords(const PlanSteps& steps) {
+  std::vector<StepRecord> out;
+  for (const auto& s : steps) out.push_back({s->name(), StepState::kApplied, s->UndoData()});
+  return out;
+}
+
+StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::ClaimMap& others,
+                            const ClaimStepServices& services) {
+  StepUndoers undoers;
+  undoers[kTimeSlicingStep] = [claim_uid, &others, services](const nlohmann::json& undo) {
+    return ResetTimeSlices(claim_uid, others, services.time_slicing, undo);
+  };
+  undoers[kMpsDaemonsStep] = [services](const nlohmann::json& undo) {
+    return StopMpsDaemons(services.mps, undo);
+  };
+  undoers[kCdiSpecStep] = [claim_uid, services](const nlohmann::json&) {
+    return services.cdi->Remove(claim_uid);
+  };
+  return undoers;
+}
+
+std::vector<StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices, bool completed,
+                                    bool time_slicing_gate) {
+  const StepState state = completed ? StepState::kApplied : StepState::kBegun;
+  std::vector<std::string> gpus;
+  std::set<std::string> seen_gpus, seen_daemons;
+  nlohmann::json daemons = nlohmann::json::array();
+  for (const PreparedDevice& d : devices) {
+    // Explicitly false: never touched. Absent: a record from before time-slicing; reset while
+    // the gate is on, as the Go driver does.
+    if (d.type == DeviceType::kGpu && d.time_slice_applied.value_or(time_slicing_gate) &&
+        seen_gpus.insert(d.uuid).second) {
+      gpus.push_back(d.uuid);
+    }
+    if (d.mps_daemon && seen_daemons.insert(d.mps_daemon->id).second) {
+      daemons.push_back(MpsDaemonRecordToJson(*d.mps_daemon));
+    }
+  }
+  std::vector<StepRecord> out;
+  if (!gpus.empty()) {
+    out.push_back({kTimeSlicingStep, state, nlohmann::json::array({{{"gpus", gpus}}})});
+  }
+  if (!daemons.empty()) out.push_back({kMpsDaemonsStep, state, daemons});
+  out.push_back({kCdiSpecStep, state, nullptr});
+  return out;
+}
+
+std::vector<StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
+                                      bool time_slicing_gate) {
+  if (!claim.steps.is_null()) {
+    absl::StatusOr<std::vector<StepRecord>> steps = StepRecordsFromJson(claim.steps);
+    if (steps.ok()) return *std::move(steps);
+    DRA_WARNING("unreadable step record; deriving the steps from the recorded devices", "claim",
+                claim.uid, "err", steps.status());
+  }
+  absl::StatusOr<std::vector<PreparedDevice>> devices =
+      PreparedDevicesFromJson(claim.prepared_devices);
+  if (!devices.ok()) {
+    DRA_WARNING("unreadable device record; no device teardown", "claim", claim.uid, "err",
+                devices.status());
+    return LegacySteps({}, claim.state == ClaimState::kPrepareCompleted, time_slicing_gate);
+  }
+  return LegacySteps(*devices, claim.state == ClaimState::kPrepareCompleted, time_slicing_gate);
+}
+
+}  // namespace dra::gpu

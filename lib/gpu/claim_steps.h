@@ -1,0 +1,96 @@
+#pragma once
+
+// The steps of a GPU claim's prepare (prepare_plan.h), in one place. In order:
+//
+//   (resolve the configs, plan the devices, check overlaps: DeviceState, no side effect)
+//   1. timeSlicing  nvidia-smi: compute mode DEFAULT and the group's interval on the full GPUs of
+//                   each time-sliced config group. External, resumable.
+//                   Undo: reset those GPUs that no other completed claim holds.
+//   2. mpsDaemons   start each MPS config group's control daemon, wait until it is ready, and
+//                   collect its CDI edits for the group's devices. External, resumable.
+//                   Undo: stop each daemon.
+//   3. cdiSpec      write the claim's CDI spec, one CDI device per distinct device, with the
+//                   daemons' edits. The plugin's own file. Undo: remove the spec.
+//   (record PrepareCompleted: the engine)
+//
+// A step is in the plan only when the claim needs it (cdiSpec always). Dynamic MIG, VFIO and
+// fabric partitions are to be added as steps here.
+//
+// Records written before steps were recorded (and adopted Go records) have none: LegacySteps
+// derives them from the recorded devices, so that such claims are unprepared, and their unfinished
+// prepares rolled back, as before.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "lib/api/types.h"
+#include "lib/cdi/spec.h"
+#include "lib/checkpoint/format.h"
+#include "lib/gpu/claim_cdi.h"
+#include "lib/gpu/mps_sharing.h"
+#include "lib/gpu/prepare_plan.h"
+#include "lib/gpu/prepared.h"
+#include "lib/gpu/time_slicing.h"
+
+namespace dra::gpu {
+
+inline constexpr char kTimeSlicingStep[] = "timeSlicing";
+inline constexpr char kMpsDaemonsStep[] = "mpsDaemons";
+inline constexpr char kCdiSpecStep[] = "cdiSpec";
+
+// The full GPUs of one time-sliced config group (each once) and its interval.
+struct TimeSliceGroup {
+  api::TimeSliceInterval interval = api::TimeSliceInterval::kDefault;
+  std::vector<std::string> gpu_uuids;
+};
+
+// One MPS config group: its daemon (created, not started) and the names of its devices.
+struct MpsGroup {
+  MpsDaemon* daemon = nullptr;
+  std::vector<std::string> device_names;
+};
+
+// What the plan of one claim needs to know.
+struct ClaimStepsInput {
+  std::string claim_uid;
+  std::vector<TimeSliceGroup> time_slices;  // empty: no timeSlicing step
+  std::vector<MpsGroup> mps;                // empty: no mpsDaemons step
+  std::vector<PreparedDevice> cdi_devices;  // one per distinct allocated device
+  absl::Time mps_ready_deadline = absl::InfiniteFuture();
+};
+
+// What the steps act through. Null time_slicing or mps: a step that needs it fails (Apply:
+// Internal; Undo: FailedPrecondition).
+struct ClaimStepServices {
+  const TimeSlicing* time_slicing = nullptr;
+  const MpsDaemons* mps = nullptr;
+  const ClaimCdi* cdi = nullptr;
+};
+
+// The plan: the steps above in order. `in.mps` daemons must outlive the steps.
+PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services);
+
+// Their records with every step applied (what a completed prepare records).
+std::vector<StepRecord> AppliedRecords(const PlanSteps& steps);
+
+// How each step is undone for claim `claim_uid`; `others` (every checkpointed claim) says which
+// GPUs other completed claims still hold. `others` and the services must outlive the result.
+StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::ClaimMap& others,
+                            const ClaimStepServices& services);
+
+// The record of `claim`: its steps, or, for an entry without (LegacySteps), those its devices
+// imply. `time_slicing_gate`: gate TimeSlicingSettings, for devices without timeSliceApplied.
+// An unreadable record is logged and leaves only the cdiSpec step.
+std::vector<StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
+                                      bool time_slicing_gate);
+
+// The steps a record without any implies: timeSlicing over the full GPUs whose timeSliceApplied
+// is true (absent: `time_slicing_gate`), without an interval; mpsDaemons with the distinct
+// daemons; cdiSpec. Applied when `completed`, else begun.
+std::vector<StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices, bool completed,
+                                    bool time_slicing_gate);
+
+}  // namespace dra::gpu

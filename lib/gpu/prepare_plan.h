@@ -1,0 +1,144 @@
+#pragma once
+
+// Prepare as a transaction: a prepare is an ordered plan of steps, each with an Apply and an Undo,
+// run by one small engine that records in the claim's checkpoint entry what may have been applied,
+// so that a failure, a retried prepare, an unprepare or the cleanup can finish or undo it from the
+// record alone (docs/architecture.md "Prepare as a plan of steps").
+//
+//   PlanSteps steps = ...;                        // e.g. GpuClaimSteps (claim_steps.h)
+//   StepEngine engine{&journal, &undoers};        // journal: the claim's checkpoint entry
+//   RETURN_IF_ERROR(engine.Run(recorded, steps, deadline));   // prepare (recorded: a retry's)
+//   RETURN_IF_ERROR(engine.UndoAll(recorded));                // unprepare
+//
+// The record is a list of StepRecord (name, state, the data its Undo needs), in plan order.
+//
+// Run, step by step:
+//   - a step that changes something outside the plugin's own files (external()) is recorded as
+//     begun, with its undo data, before its Apply starts (write-ahead): a crash during or after
+//     Apply leaves a record whose Undo covers it. Undo must therefore tolerate "never applied",
+//     and Apply must be idempotent (a retry repeats it). A step confined to the plugin's own files
+//     (the CDI spec) is recorded with the completion only: what it leaves after a crash is found
+//     without a record (the cleanup's orphan-spec sweep, unprepare's unconditional spec removal);
+//   - after the last step the record is written with every step applied and the claim completed
+//     (StepJournal::Completed).
+//
+// A failing step:
+//   - a resumable() step may have done part of its work (a time-slice set on one GPU of two, an
+//     MPS daemon that started but is not ready yet) which a repeated Apply completes: it stays
+//     recorded as begun, and so do the steps before it (an earlier step is never undone while a
+//     later one stays); the claim stays PrepareStarted and the retried prepare finishes it, or
+//     unprepare or the cleanup undoes it;
+//   - any other step changed nothing when it failed: every other recorded step is undone in
+//     reverse order, and the claim's entry is removed once nothing remains.
+//   The error is the step's own (code, message and payloads kept), followed by the undo error if
+//   one occurred.
+//
+// A retried prepare (the claim's record is PrepareStarted) finishes, it does not start over: the
+// longest prefix of the recorded steps that the new plan repeats, in order, with equal undo data,
+// is kept (those steps are applied again, which completes them); the recorded steps after that
+// prefix are undone first, in reverse, before anything is applied.
+//
+// Undo (UndoAll, and the rollbacks above) goes in reverse order and stops at the first failure:
+// the failed step and the steps before it stay in the record (StepJournal::Started), so that a
+// later unprepare or cleanup retries them; the error names the step.
+//
+// Thread-safety: none; the caller serializes operations on one claim (the device state's mutex).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lib/common/deadline.h"
+#include "nlohmann/json.hpp"
+
+namespace dra::gpu {
+
+enum class StepState {
+  kBegun,    // Apply may have started (or finished, before the record said so)
+  kApplied,  // Apply returned OK
+};
+
+// "begun" / "applied".
+const char* StepStateName(StepState state);
+
+// One step as the claim's checkpoint entry keeps it (JSON {"name", "state", "undo"}).
+struct StepRecord {
+  std::string name;
+  StepState state = StepState::kBegun;
+  nlohmann::json undo;  // what Undo needs; null when nothing
+
+  friend bool operator==(const StepRecord&, const StepRecord&) = default;
+};
+
+nlohmann::json StepRecordsToJson(const std::vector<StepRecord>& records);
+// InvalidArgument naming the element and field for anything but a list of such objects.
+absl::StatusOr<std::vector<StepRecord>> StepRecordsFromJson(const nlohmann::json& j);
+
+// One step of a plan.
+class PlanStep {
+ public:
+  virtual ~PlanStep() = default;
+  // Stable across versions: it is recorded, and an Undo is found by it.
+  virtual std::string name() const = 0;
+  // What Undo needs, known before Apply (it is recorded first).
+  virtual nlohmann::json UndoData() const = 0;
+  // Changes something outside the plugin's own files: recorded before Apply.
+  virtual bool external() const = 0;
+  // A failed Apply may leave work that a repeated Apply completes (kept for the retry, above).
+  virtual bool resumable() const = 0;
+  // Idempotent. A step not begun because `deadline` passed fails with DeadlineExceeded.
+  virtual absl::Status Apply(const Deadline& deadline) = 0;
+};
+
+using PlanSteps = std::vector<std::unique_ptr<PlanStep>>;
+
+// How to undo each kind of step, by name, from its recorded undo data alone. Each must succeed
+// for a step that was never applied or was undone already.
+using StepUndoers = std::map<std::string, std::function<absl::Status(const nlohmann::json& undo)>>;
+
+// Where the record lives: the claim's checkpoint entry.
+class StepJournal {
+ public:
+  virtual ~StepJournal() = default;
+  // The claim is PrepareStarted and `steps` may have been applied.
+  virtual absl::Status Started(const std::vector<StepRecord>& steps) = 0;
+  // Every step of `steps` was applied: PrepareCompleted.
+  virtual absl::Status Completed(const std::vector<StepRecord>& steps) = 0;
+  // Nothing is applied any more: the claim's entry goes.
+  virtual absl::Status Forget() = 0;
+};
+
+class StepEngine {
+ public:
+  // Both must outlive this object.
+  StepEngine(StepJournal* journal, const StepUndoers* undoers)
+      : journal_(journal), undoers_(undoers) {}
+
+  // The prepare: finishes or undoes `recorded` (the record of an unfinished earlier prepare; empty
+  // for a first one) as described above, then runs `steps`. OK once Completed was recorded.
+  absl::Status Run(const std::vector<StepRecord>& recorded, PlanSteps& steps,
+                   const Deadline& deadline);
+
+  // The unprepare's part: undoes `recorded` in reverse. On failure the rest is recorded
+  // (Started) and the error returned; on success nothing is written (the caller forgets the claim
+  // once its own part is done).
+  absl::Status UndoAll(const std::vector<StepRecord>& recorded);
+
+  // How many of `recorded`, from the front, `steps` repeats in order with equal undo data.
+  static size_t RepeatedPrefix(const std::vector<StepRecord>& recorded, const PlanSteps& steps);
+
+ private:
+  // Undoes `records` in reverse. A failure records that step and those before it (Started);
+  // success forgets the claim when `forget_when_done`.
+  absl::Status UndoInReverse(const std::vector<StepRecord>& records, bool forget_when_done);
+  absl::Status UndoOne(const StepRecord& record) const;
+
+  StepJournal* const journal_;
+  const StepUndoers* const undoers_;
+};
+
+}  // namespace dra::gpu
