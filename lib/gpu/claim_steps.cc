@@ -147,8 +147,8 @@ absl::Status ResetTimeSlices(const std::string& uid, const checkpoint::ClaimMap&
       if (!seen.insert(uuid).second) continue;
       if (!held) held = GpusHeldByOthers(uid, all);
       if (held->contains(uuid)) {
-        DRA_VLOG(2, "GPU still used by another claim; keeping its time-slice", "claim", uid,
-                 "uuid", uuid);
+        DRA_VLOG(2, "GPU still used by another claim; keeping its time-slice", "claim", uid, "uuid",
+                 uuid);
         continue;
       }
       reset.push_back(uuid);
@@ -191,8 +191,7 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
     steps.push_back(
         std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline, edits));
   }
-  steps.push_back(
-      std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits));
+  steps.push_back(std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits));
   return steps;
 }
 

@@ -192,9 +192,8 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
 
 PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
                                absl::Time mps_ready_deadline) const {
-  ClaimStepsInput in{.claim_uid = uid,
-                     .time_slices = plan.time_slices,
-                     .mps_ready_deadline = mps_ready_deadline};
+  ClaimStepsInput in{
+      .claim_uid = uid, .time_slices = plan.time_slices, .mps_ready_deadline = mps_ready_deadline};
   for (const auto& [daemon, names] : plan.daemons) {
     in.mps.push_back({.daemon = daemon.get(), .device_names = names});
   }
@@ -250,8 +249,9 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
                                  .name = claim.metadata.name,
                                  .allocation = claim.ToJson()["status"]["allocation"],
                                  .prepared_devices = PreparedDevicesToJson(plan.prepared)};
-  ClaimJournal journal(checkpoint_, std::move(base),
-                       [this](const checkpoint::ClaimMap& claims) { CountPreparedDevices(claims); });
+  ClaimJournal journal(checkpoint_, std::move(base), [this](const checkpoint::ClaimMap& claims) {
+    CountPreparedDevices(claims);
+  });
   const StepUndoers undoers = GpuClaimUndoers(uid, all, services());
   StepEngine engine(&journal, &undoers);
   RETURN_IF_ERROR(engine.Run(recorded, steps, deadline));
@@ -368,15 +368,15 @@ absl::Status DeviceState::Unprepare(const std::string& claim_uid) {
   // teardown. A failure keeps the steps not undone recorded (PrepareStarted), so that the
   // kubelet's retry or the cleanup repeats the unprepare.
   const std::vector<StepRecord> recorded = RecordedSteps(existing->second, time_slicing_gate());
-  ClaimJournal journal(checkpoint_, existing->second,
-                       [this](const checkpoint::ClaimMap& claims) { CountPreparedDevices(claims); });
+  ClaimJournal journal(checkpoint_, existing->second, [this](const checkpoint::ClaimMap& claims) {
+    CountPreparedDevices(claims);
+  });
   const StepUndoers undoers = GpuClaimUndoers(claim_uid, all, services());
   StepEngine engine(&journal, &undoers);
   RETURN_IF_ERROR(engine.UndoAll(recorded));
   // A spec written by a prepare that ended before recording it completed is not in its record.
-  const bool spec_recorded = std::any_of(recorded.begin(), recorded.end(), [](const StepRecord& r) {
-    return r.name == kCdiSpecStep;
-  });
+  const bool spec_recorded = std::any_of(
+      recorded.begin(), recorded.end(), [](const StepRecord& r) { return r.name == kCdiSpecStep; });
   if (!spec_recorded) RETURN_IF_ERROR(cdi_->Remove(claim_uid));
   RETURN_IF_ERROR(journal.Forget());
   DRA_INFO("unprepared claim", "claim", claim_uid, "namespace", existing->second.namespace_name,

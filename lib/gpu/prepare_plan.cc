@@ -13,10 +13,10 @@ namespace {
 // `original` (code, payloads) with the undo error appended to its message.
 absl::Status WithUndoError(const absl::Status& original, const absl::Status& undo) {
   if (undo.ok()) return original;
-  absl::Status out(original.code(),
-                   absl::StrCat(original.message(),
-                                "; undoing the steps applied before it failed too: ",
-                                undo.message()));
+  absl::Status out(
+      original.code(),
+      absl::StrCat(original.message(),
+                   "; undoing the steps applied before it failed too: ", undo.message()));
   original.ForEachPayload(
       [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
@@ -69,8 +69,7 @@ absl::StatusOr<std::vector<StepRecord>> StepRecordsFromJson(const nlohmann::json
     }
     r.name = name->get<std::string>();
     auto state = e.find("state");
-    if (state == e.end() || !state->is_string() ||
-        (*state != "begun" && *state != "applied")) {
+    if (state == e.end() || !state->is_string() || (*state != "begun" && *state != "applied")) {
       return absl::InvalidArgumentError(path + ".state: expected \"begun\" or \"applied\"");
     }
     r.state = *state == "applied" ? StepState::kApplied : StepState::kBegun;
@@ -80,16 +79,15 @@ absl::StatusOr<std::vector<StepRecord>> StepRecordsFromJson(const nlohmann::json
   return out;
 }
 
-size_t StepEngine::RepeatedPrefix(const std::vector<StepRecord>& recorded,
-                                  const PlanSteps& steps) {
+size_t StepEngine::RepeatedPrefix(const std::vector<StepRecord>& recorded, const PlanSteps& steps) {
   return RepeatedPositions(recorded, steps).size();
 }
 
 absl::Status StepEngine::UndoOne(const StepRecord& record) const {
   auto it = undoers_->find(record.name);
   if (it == undoers_->end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no undo is known for step \"", record.name, "\" (recorded by a newer plugin?)"));
+    return absl::FailedPreconditionError(absl::StrCat("no undo is known for step \"", record.name,
+                                                      "\" (recorded by a newer plugin?)"));
   }
   return it->second(record.undo);
 }
@@ -125,8 +123,8 @@ absl::Status StepEngine::Run(const std::vector<StepRecord>& recorded, PlanSteps&
       absl::Status s = UndoOne(recorded[i]);
       if (s.ok()) continue;
       s = Annotate(s, absl::StrCat("roll back partial prepare: undo step ", recorded[i].name));
-      const absl::Status w = journal_->Started(
-          std::vector<StepRecord>(recorded.begin(), recorded.begin() + i + 1));
+      const absl::Status w =
+          journal_->Started(std::vector<StepRecord>(recorded.begin(), recorded.begin() + i + 1));
       if (!w.ok()) s = Annotate(s, absl::StrCat("record the steps left (", w.message(), ")"));
       return s;
     }
@@ -154,8 +152,8 @@ absl::Status StepEngine::Run(const std::vector<StepRecord>& recorded, PlanSteps&
     if (applied.empty() && !has_entry) return error;
     const absl::Status undo = UndoInReverse(applied, /*forget_when_done=*/true);
     if (undo.ok()) {
-      DRA_INFO("prepare step failed; undid the steps applied before it", "step",
-               steps[i]->name(), "undone", applied.size());
+      DRA_INFO("prepare step failed; undid the steps applied before it", "step", steps[i]->name(),
+               "undone", applied.size());
     }
     return WithUndoError(error, undo);
   };

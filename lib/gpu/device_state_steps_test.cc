@@ -1,0 +1,243 @@
+// DeviceState through the step engine: the step record a prepare leaves, a crash between steps
+// finished by unprepare, by the cleanup and by the retried prepare (a new DeviceState over the same
+// checkpoint, as after a plugin restart), a failing CDI step undoing the steps before it, a
+// half-failed unprepare, and records written before steps were recorded.
+
+#include "lib/gpu/claim_steps.h"
+#include "lib/gpu/cleanup.h"
+#include "lib/gpu/device_state_test_fixture.h"
+#include "lib/metrics/metrics.h"
+
+namespace dra::gpu {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Every claim is gone.
+class GoneClaimApi final : public ClaimApi {
+ public:
+  absl::StatusOr<nlohmann::json> Get(const std::string&, const std::string& name) override {
+    return absl::NotFoundError(absl::StrCat("resourceclaims \"", name, "\" not found"));
+  }
+  absl::StatusOr<std::vector<k8s::ResourceClaim>> ListInUseOnNode() override {
+    return std::vector<k8s::ResourceClaim>{};
+  }
+};
+
+nlohmann::json ConfigFor(const std::string& request, const nlohmann::json& sharing) {
+  return {{"source", "FromClaim"},
+          {"requests", {request}},
+          {"opaque",
+           {{"driver", "gpu.nvidia.com"},
+            {"parameters",
+             {{"apiVersion", "resource.nvidia.com/v1beta1"},
+              {"kind", "GpuConfig"},
+              {"sharing", sharing}}}}}};
+}
+
+class PrepareStepsTest : public DeviceStateTest {
+ protected:
+  void SetUp() override {
+    Init("h100-8x");
+    Configure("TimeSlicingSettings=true,MPSSupport=true");
+  }
+  // gpu-2 time-sliced Long (request "gpu"), gpu-5 shared through MPS (request "other"): a plan
+  // of timeSlicing, mpsDaemons and cdiSpec.
+  k8s::ResourceClaim MixedClaim(const std::string& uid) {
+    k8s::ResourceClaim claim = Claim(
+        uid, {"gpu-2", "gpu-5"},
+        nlohmann::json::array({ConfigFor("gpu", {{"strategy", "TimeSlicing"},
+                                                 {"timeSlicingConfig", {{"interval", "Long"}}}}),
+                               ConfigFor("other", {{"strategy", "MPS"}})}));
+    claim.status.allocation->devices.results[1].request = "other";
+    return claim;
+  }
+  std::string DaemonId(const std::string& uid) { return MpsDaemonId(uid, {Uuid("gpu-5")}); }
+  std::string CheckpointPath() { return tmp_.path() + "/plugin/checkpoint.json"; }
+  checkpoint::PreparedClaim Entry(const std::string& uid) {
+    auto c = checkpoint_->Get(uid);
+    EXPECT_TRUE(c.ok() && c->has_value());
+    return c.ok() && c->has_value() ? **c : checkpoint::PreparedClaim{};
+  }
+  std::vector<std::string> StepSummary(const std::string& uid) {
+    std::vector<std::string> out;
+    auto steps = StepRecordsFromJson(Entry(uid).steps);
+    EXPECT_TRUE(steps.ok()) << steps.status();
+    for (const StepRecord& r : steps.value_or(std::vector<StepRecord>{})) {
+      out.push_back(r.name + ":" + StepStateName(r.state));
+    }
+    return out;
+  }
+  // Prepares MixedClaim("uid-1") and then puts the files back as a crash would have left them
+  // between the steps: time-slice set, MPS daemon begun (the checkpoint as it was when the daemon
+  // started), no CDI spec. Then restarts.
+  void PrepareAndCrashBetweenSteps() {
+    std::string at_start;
+    mps_->on_start = [&] {
+      auto text = ReadFile(CheckpointPath());
+      ASSERT_TRUE(text.ok()) << text.status();
+      at_start = *text;
+    };
+    ASSERT_TRUE(state_->Prepare(MixedClaim("uid-1")).ok());
+    mps_->on_start = nullptr;
+    ASSERT_FALSE(at_start.empty());
+    ASSERT_TRUE(WriteFileAtomically(CheckpointPath(), at_start).ok());
+    std::filesystem::remove(SpecPath("uid-1"));
+    Reopen();
+    ASSERT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareStarted);
+    ASSERT_THAT(StepSummary("uid-1"), ElementsAre("timeSlicing:applied", "mpsDaemons:begun"));
+    ASSERT_EQ(GpuSetting("gpu-2"), "Default/Long");
+  }
+  void ExpectUndone() {
+    EXPECT_EQ(GpuSetting("gpu-2"), "Default/Default");
+    EXPECT_EQ(mps_->calls.back(), "stop " + DaemonId("uid-1"));
+    EXPECT_EQ(StateOf("uid-1"), std::nullopt);
+    EXPECT_FALSE(std::filesystem::exists(SpecPath("uid-1")));
+  }
+};
+
+TEST_F(PrepareStepsTest, CompletedClaimRecordsItsStepsInPlanOrder) {
+  ASSERT_TRUE(state_->Prepare(MixedClaim("uid-1")).ok());
+  const nlohmann::json steps = Entry("uid-1").steps;
+  ASSERT_EQ(steps.size(), 3u) << steps.dump();
+  EXPECT_EQ(steps[0],
+            nlohmann::json({{"name", "timeSlicing"},
+                            {"state", "applied"},
+                            {"undo", {{{"interval", "Long"}, {"gpus", {Uuid("gpu-2")}}}}}}));
+  EXPECT_EQ(steps[1]["name"], "mpsDaemons");
+  EXPECT_EQ(steps[1]["undo"][0]["id"], DaemonId("uid-1"));
+  EXPECT_EQ(steps[2], nlohmann::json({{"name", "cdiSpec"}, {"state", "applied"}}));
+  // The device record keeps what older plugins read.
+  EXPECT_EQ(Entry("uid-1").prepared_devices[0]["timeSliceApplied"], true);
+  EXPECT_EQ(Entry("uid-1").prepared_devices[1]["mpsDaemon"]["id"], DaemonId("uid-1"));
+}
+
+TEST_F(PrepareStepsTest, CrashBetweenStepsIsUndoneByUnprepareAfterARestart) {
+  PrepareAndCrashBetweenSteps();
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  ExpectUndone();
+  EXPECT_THAT(mps_->calls, ElementsAre("start " + DaemonId("uid-1"), "ready " + DaemonId("uid-1"),
+                                       "stop " + DaemonId("uid-1")));
+}
+
+TEST_F(PrepareStepsTest, CrashBetweenStepsIsUndoneByTheCleanupOnceTheClaimIsGone) {
+  PrepareAndCrashBetweenSteps();
+  metrics::Registry registry;
+  DriverMetrics metrics(&registry, "gpu.nvidia.com", "node1");
+  GpuDriver driver(state_.get(), tmp_.path() + "/plugin", &metrics);
+  GoneClaimApi api;
+  Cleanup cleanup(&api, checkpoint_.get(), cdi_.get(), state_.get(), &driver);
+  ASSERT_TRUE(cleanup.RunOnce().ok());
+  ExpectUndone();
+}
+
+TEST_F(PrepareStepsTest, CrashBetweenStepsIsFinishedByTheRetriedPrepare) {
+  PrepareAndCrashBetweenSteps();
+  auto devices = state_->Prepare(MixedClaim("uid-1"));
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  // Nothing undone: the time-slice stays, the daemon is started again (idempotent), not stopped.
+  const std::string id = DaemonId("uid-1");
+  EXPECT_THAT(mps_->calls, ElementsAre("start " + id, "ready " + id, "start " + id, "ready " + id));
+  EXPECT_EQ(GpuSetting("gpu-2"), "Default/Long");
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareCompleted);
+  EXPECT_THAT(StepSummary("uid-1"),
+              ElementsAre("timeSlicing:applied", "mpsDaemons:applied", "cdiSpec:applied"));
+  EXPECT_TRUE(std::filesystem::exists(SpecPath("uid-1")));
+}
+
+// The CDI step is not resumable: when it fails (here: the deadline passed while the daemon
+// started), the daemon and the time-slice applied before it are undone at once.
+TEST_F(PrepareStepsTest, FailingCdiStepUndoesTheStepsBeforeItInReverse) {
+  const Deadline deadline(clock_.Now() + absl::Seconds(10), "prepare of claim uid-1", &clock_);
+  mps_->on_start = [&] { clock_.Advance(absl::Seconds(20)); };
+  auto r = state_->Prepare(MixedClaim("uid-1"), deadline);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("write the CDI spec: not begun"));
+  const std::string id = DaemonId("uid-1");
+  EXPECT_THAT(mps_->calls, ElementsAre("start " + id, "ready " + id, "stop " + id));
+  ExpectUndone();
+}
+
+// Unprepare undoes in reverse (spec, daemon, time-slice) and stops at a failure: the steps not
+// undone stay on record, the claim PrepareStarted, for the kubelet's retry or the cleanup.
+TEST_F(PrepareStepsTest, UnprepareThatFailsHalfWayKeepsTheRestForTheRetry) {
+  ASSERT_TRUE(state_->Prepare(MixedClaim("uid-1")).ok());
+  mps_->stop_status = absl::DeadlineExceededError("pods still present");
+  absl::Status s = state_->Unprepare("uid-1");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("undo step mpsDaemons: pods still present"));
+  EXPECT_FALSE(std::filesystem::exists(SpecPath("uid-1")));
+  EXPECT_EQ(GpuSetting("gpu-2"), "Default/Long");  // not reached
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareStarted);
+  EXPECT_THAT(StepSummary("uid-1"), ElementsAre("timeSlicing:applied", "mpsDaemons:applied"));
+  EXPECT_EQ(state_->PreparedDeviceCounts()["gpu"], 0);
+
+  mps_->stop_status = absl::OkStatus();
+  Reopen();
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  ExpectUndone();
+}
+
+// Records of plugins that did not record steps: unprepare derives them from the devices.
+TEST_F(PrepareStepsTest, OldFormatCompletedRecordStillUnprepares) {
+  ASSERT_TRUE(state_->Prepare(MixedClaim("uid-1")).ok());
+  ASSERT_TRUE(checkpoint_
+                  ->Update([](checkpoint::ClaimMap& claims) {
+                    claims["uid-1"].steps = nullptr;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  Reopen();
+  auto text = ReadFile(CheckpointPath());
+  ASSERT_TRUE(text.ok());
+  EXPECT_THAT(*text, ::testing::Not(HasSubstr("\"steps\"")));
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  ExpectUndone();
+}
+
+// An unfinished prepare of an older plugin: its time-slice record has no interval, so the retry
+// cannot tell it is the same and rolls everything back before it prepares again (as that plugin
+// did for time-slices).
+TEST_F(PrepareStepsTest, OldFormatStartedRecordIsRolledBackAndPreparedAgain) {
+  PrepareAndCrashBetweenSteps();
+  ASSERT_TRUE(checkpoint_
+                  ->Update([](checkpoint::ClaimMap& claims) {
+                    claims["uid-1"].steps = nullptr;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  Reopen();
+  ASSERT_TRUE(state_->Prepare(MixedClaim("uid-1")).ok());
+  const std::string id = DaemonId("uid-1");
+  EXPECT_THAT(mps_->calls, ElementsAre("start " + id, "ready " + id, "stop " + id, "start " + id,
+                                       "ready " + id));
+  EXPECT_EQ(GpuSetting("gpu-2"), "Default/Long");
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareCompleted);
+}
+
+TEST(LegacyStepsTest, DerivedFromTheDevices) {
+  PreparedDevice sliced{.device = "gpu-0", .type = DeviceType::kGpu, .uuid = "GPU-0"};
+  sliced.time_slice_applied = true;
+  PreparedDevice old{.device = "gpu-1", .type = DeviceType::kGpu, .uuid = "GPU-1"};  // no flag
+  PreparedDevice mps{.device = "gpu-2", .type = DeviceType::kGpu, .uuid = "GPU-2"};
+  mps.time_slice_applied = false;
+  mps.mps_daemon = MpsDaemonRecord{.id = "d", .ns = "ns", .full_gpu_uuids = {"GPU-2"}};
+  PreparedDevice mps2 = mps;  // same daemon: listed once
+  mps2.device = "gpu-3";
+
+  auto summary = [](const std::vector<StepRecord>& steps) { return StepRecordsToJson(steps); };
+  EXPECT_EQ(summary(LegacySteps({sliced, old, mps, mps2}, true, /*time_slicing_gate=*/true)),
+            nlohmann::json::parse(R"([
+              {"name":"timeSlicing","state":"applied","undo":[{"gpus":["GPU-0","GPU-1"]}]},
+              {"name":"mpsDaemons","state":"applied",
+               "undo":[{"fullGpuUUIDs":["GPU-2"],"id":"d","namespace":"ns"}]},
+              {"name":"cdiSpec","state":"applied"}])"));
+  EXPECT_EQ(summary(LegacySteps({sliced, old}, false, /*time_slicing_gate=*/false)),
+            nlohmann::json::parse(R"([
+              {"name":"timeSlicing","state":"begun","undo":[{"gpus":["GPU-0"]}]},
+              {"name":"cdiSpec","state":"begun"}])"));
+}
+
+}  // namespace
+}  // namespace dra::gpu
