@@ -26,6 +26,27 @@ Contents Sample() {
   return c;
 }
 
+// "steps" (added in format version 1 without a bump): kept when present, absent (null) in
+// entries written without it, and left out of the text when null, so that an entry without steps
+// is written exactly as before.
+TEST(EncodeCheckpoint, StepsRoundTripAndStayOptional) {
+  Contents c;
+  c.node_boot_id = "b1";
+  c.claims["u1"] = {.uid = "u1",
+                    .state = ClaimState::kPrepareStarted,
+                    .steps = Json::parse(R"([{"name":"timeSlicing","state":"begun"}])")};
+  c.claims["u2"] = {.uid = "u2", .state = ClaimState::kPrepareCompleted};
+  absl::StatusOr<std::string> text = EncodeCheckpoint(c);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr(R"("steps": [)"));
+  absl::StatusOr<Contents> back = DecodeCheckpoint(*text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, c);
+  EXPECT_TRUE(back->claims.at("u2").steps.is_null());
+  Json u2 = Json::parse(*text)["data"]["preparedClaims"]["u2"];
+  EXPECT_FALSE(u2.contains("steps")) << u2.dump();
+}
+
 TEST(Fnv1a64, KnownVectors) {
   EXPECT_EQ(Fnv1a64(""), 0xcbf29ce484222325ULL);
   EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
