@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is needed, builds, starts a local cluster with one node
-# that has eight mock H100 GPUs, installs the GPU driver on it the way operators do (`helm upgrade
-# --install` of deployments/helm/dra-driver-nvidia-gpu into nvidia-dra-driver-gpu, with the
-# locally built image; hack/cluster/helm-driver.sh), runs the public driver's quickstart workloads
-# (demo/specs/quickstart/gpu-test1..3) and prints what each pod sees. Idempotent: a second run
-# reuses the builds, the cluster, the release and the pods.
+# that has eight mock H100 GPUs and three GB200 nodes of one NVLink clique, installs the driver on
+# them the way operators do (`helm upgrade --install` of deployments/helm/dra-driver-nvidia-gpu
+# into nvidia-dra-driver-gpu, with the locally built image; hack/cluster/helm-driver.sh), runs the
+# public driver's quickstart workloads (demo/specs/quickstart/gpu-test1..3 on the H100 node, the
+# ComputeDomain examples imex-test1..2 on the GB200 nodes) and prints what each pod sees and the
+# ComputeDomains' status. Idempotent: a second run reuses the builds, the cluster, the release and
+# the pods.
 #   hack/demo.sh          bring everything up and print the demo output
 #   hack/demo.sh --down   delete the demo workloads, uninstall the release, stop the cluster
 set -euo pipefail
@@ -13,9 +15,12 @@ cd "$ROOT"
 source hack/cluster/lib.sh
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
 
-SPECS=(gpu-test1 gpu-test2 gpu-test3)
+SPECS=(gpu-test1 gpu-test2 gpu-test3 imex-test1 imex-test2)
 NODE=dra-node-1
 PROFILE=h100-8x
+# Nodes 2..4: GB200 compute trays (multi-node NVLink fabric, one clique) for the ComputeDomains.
+CD_NODES=(dra-node-2 dra-node-3 dra-node-4)
+CD_PROFILE=gb200-4x
 RELEASE=dra-driver-nvidia-gpu
 HELM_NS=nvidia-dra-driver-gpu
 export DRA_HELM_RELEASE=$RELEASE DRA_HELM_NAMESPACE=$HELM_NS
@@ -49,18 +54,22 @@ build() {
   hack/install-deps.sh
   step "Kubernetes $K8S_VERSION, etcd, containerd, Helm $HELM_VERSION (cached in $DRA_CACHE_DIR)"
   hack/cluster/build.sh
-  step "C++ build: gpu-kubelet-plugin, webhook, mock libnvidia-ml.so.1, fake nvidia-smi and MPS control"
+  step "C++ build: the image's five binaries, mock libnvidia-ml.so.1, fake nvidia-smi, MPS control and IMEX"
   cmake --preset default >/dev/null
-  cmake --build --preset default --target gpu-kubelet-plugin webhook mock_nvml nvidia_smi nvidia_cuda_mps_control
+  cmake --build --preset default --target gpu-kubelet-plugin webhook compute-domain-kubelet-plugin \
+    compute-domain-controller compute-domain-daemon mock_nvml nvidia_smi nvidia_cuda_mps_control \
+    fake_nvidia_imex fake_nvidia_imex_ctl
   step "driver image (hack/cluster/driver-image.sh)"
   hack/cluster/driver-image.sh build
 }
 
 start_cluster() {
-  step "local cluster: control plane and one node ($NODE)"
-  hack/cluster/up.sh --nodes 1
-  step "preparing $NODE as an operator would: mock driver root (profile $PROFILE) at /run/nvidia/driver, label nvidia.com/gpu.present=true"
-  hack/cluster/helm-driver.sh prepare-nodes --profile "$PROFILE" --nodes "$NODE"
+  step "local cluster: control plane and four nodes ($NODE, ${CD_NODES[*]})"
+  hack/cluster/up.sh --nodes 4
+  step "preparing the nodes as an operator would: mock driver roots ($NODE: $PROFILE, ${CD_NODES[*]}: $CD_PROFILE) at /run/nvidia/driver, label nvidia.com/gpu.present=true"
+  local n profiles=(--profile "$NODE=$PROFILE")
+  for n in "${CD_NODES[@]}"; do profiles+=(--profile "$n=$CD_PROFILE"); done
+  hack/cluster/helm-driver.sh prepare-nodes "${profiles[@]}" --nodes "$NODE ${CD_NODES[*]}"
   step "GPU driver: helm upgrade --install $RELEASE into $HELM_NS with the local image"
   hack/cluster/helm-driver.sh install
   step "what the driver publishes (kubectl get resourceslices)"
@@ -94,6 +103,11 @@ run_spec() {
   local ns=$1 file=demo/specs/quickstart/$1.yaml pod ctr
   step "$ns: $(sed -n '1,2s/^# //p' "$file" | paste -sd ';' | sed 's/;/; /')"
   kubectl apply -f "$file"
+  local d
+  for d in $(kubectl -n "$ns" get deployments -o name); do
+    kubectl -n "$ns" rollout status "$d" --timeout="${WAIT_TIMEOUT}s" >/dev/null ||
+      fail_spec "$ns" "$d not rolled out within ${WAIT_TIMEOUT}s"
+  done
   kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout="${WAIT_TIMEOUT}s" >/dev/null ||
     fail_spec "$ns" "pods not Ready within ${WAIT_TIMEOUT}s"
   for pod in $(kubectl -n "$ns" get pods -o jsonpath='{.items[*].metadata.name}'); do
@@ -103,6 +117,11 @@ run_spec() {
       kubectl -n "$ns" logs "$pod" -c "$ctr" | sed 's/^/    /'
     done
   done
+  if [[ -n $(kubectl -n "$ns" get computedomains -o name 2>/dev/null) ]]; then
+    echo "\$ kubectl -n $ns get computedomains"
+    kubectl -n "$ns" get computedomains -o custom-columns='NAME:.metadata.name,STATUS:.status.status,NODES:.status.nodes[*].name,CLIQUE:.status.nodes[0].cliqueID' |
+      sed 's/^/    /'
+  fi
   echo "\$ kubectl -n $ns get resourceclaims"
   kubectl -n "$ns" get resourceclaims -o custom-columns='CLAIM:.metadata.name,DEVICES:.status.allocation.devices.results[*].device,RESERVED FOR:.status.reservedFor[*].name' |
     sed 's/^/    /'

@@ -30,7 +30,9 @@ existing_nodes() {
 # What a running node was started with; a change (a setting in node-config.sh, a rebuilt image,
 # the folder layout of node_binds) restarts the node.
 config_digest() {
-  { cat "$(node_conf_dir "$1")"/{containerd.toml,kubelet.yaml,kubelet.kubeconfig} "$IMAGES_DIR"/*.digest
+  # The node images only (pause, workload): the driver image is imported by helm-driver.sh and
+  # changes with every build, which must not restart running nodes.
+  { cat "$(node_conf_dir "$1")"/{containerd.toml,kubelet.yaml,kubelet.kubeconfig} "$IMAGES_DIR"/{pause,workload}-*.digest
     node_binds "$1"; } | sha256sum | cut -c1-16
 }
 

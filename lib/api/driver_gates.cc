@@ -10,7 +10,11 @@ namespace {
 
 using S = FeatureStage;
 
-constexpr absl::string_view kNoComputeDomains = "compute domains are not implemented yet";
+// The daemon implements both legacy paths, but the controller and the kubelet plugin follow only
+// ComputeDomainClique objects, so a domain would never become ready without them.
+constexpr absl::string_view kNoLegacyDomains =
+    "ComputeDomains without ComputeDomainCliques and DNS-named IMEX daemons are not supported by "
+    "the controller and kubelet plugin of this version";
 
 // The one place that says which gates this version implements: `missing` is empty for a gate whose
 // capability exists (the binary acting on it in the comment), else why it is not available. Helm
@@ -23,8 +27,10 @@ constexpr DriverGate kDriverGates[] = {
     // gpu-kubelet-plugin (MPS control daemons) and webhook (validation).
     {gate::kMPSSupport, S::kAlpha, false, "0.2",
      "allow GPU sharing strategy MPS (an MPS control daemon per device group)", ""},
+    // compute-domain-daemon (nodes file, /etc/hosts), compute-domain-kubelet-plugin (driver
+    // version).
     {gate::kIMEXDaemonsWithDNSNames, S::kBeta, true, "0.2",
-     "compute domains: IMEX daemons address each other by DNS names", kNoComputeDomains},
+     "compute domains: IMEX daemons address each other by DNS names", kNoLegacyDomains},
     {gate::kPassthroughSupport, S::kAlpha, false, "0.3",
      "announce GPUs for VFIO passthrough (needs IOMMU and the host root mounted)",
      "VFIO passthrough is not implemented yet"},
@@ -34,10 +40,12 @@ constexpr DriverGate kDriverGates[] = {
     // gpu-kubelet-plugin (device health).
     {gate::kNVMLDeviceHealthCheck, S::kAlpha, false, "0.3",
      "watch NVML events and taint unhealthy devices", ""},
+    // compute-domain-daemon, -controller and -kubelet-plugin.
     {gate::kComputeDomainCliques, S::kBeta, true, "0.3",
-     "compute domains: track IMEX daemons in ComputeDomainClique objects", kNoComputeDomains},
+     "compute domains: track IMEX daemons in ComputeDomainClique objects", kNoLegacyDomains},
+    // compute-domain-kubelet-plugin (clique ID discovery).
     {gate::kCrashOnNVLinkFabricErrors, S::kBeta, true, "0.3",
-     "compute domains: crash the plugin on NVLink fabric errors", kNoComputeDomains},
+     "compute domains: crash the plugin on NVLink fabric errors", ""},
     {gate::kDeviceMetadata, S::kAlpha, false, "0.4",
      "publish device metadata files to workloads (KEP-5304)",
      "device metadata is not implemented yet"},
@@ -48,7 +56,8 @@ constexpr DriverGate kDriverGates[] = {
      "activate Fabric Manager partitions matching the prepared GPUs",
      "Fabric Manager partitioning is not implemented yet"},
     {gate::kHostManagedIMEXDaemon, S::kAlpha, false, "0.5",
-     "compute domains: use an IMEX daemon managed on the host", kNoComputeDomains},
+     "compute domains: use an IMEX daemon managed on the host",
+     "host-managed IMEX daemons are not implemented yet"},
     // gpu-kubelet-plugin (--consumable-shares).
     {gate::kConsumableShares, S::kAlpha, false, "0.5",
      "allow --consumable-shares: devices allocatable to several claims", ""},

@@ -38,7 +38,7 @@ const GateRow kExpectedGates[] = {
     {"DynamicMIG", FeatureStage::kAlpha, false, false},
     {"NVMLDeviceHealthCheck", FeatureStage::kAlpha, false, true},
     {"ComputeDomainCliques", FeatureStage::kBeta, true, false},
-    {"CrashOnNVLinkFabricErrors", FeatureStage::kBeta, true, false},
+    {"CrashOnNVLinkFabricErrors", FeatureStage::kBeta, true, true},
     {"DeviceMetadata", FeatureStage::kAlpha, false, false},
     {"DRAListTypeAttributes", FeatureStage::kAlpha, false, true},
     {"FabricManagerPartitioning", FeatureStage::kAlpha, false, false},
@@ -51,7 +51,8 @@ const GateRow kExpectedGates[] = {
 
 // The gates whose capability exists, as the error lists them.
 constexpr char kChangeable[] =
-    "ConsumableShares, DRAListTypeAttributes, MPSSupport, NVMLDeviceHealthCheck, "
+    "ConsumableShares, CrashOnNVLinkFabricErrors, DRAListTypeAttributes, MPSSupport, "
+    "NVMLDeviceHealthCheck, "
     "TimeSlicingSettings";
 
 class ApiGateTableTest : public ::testing::TestWithParam<GateRow> {};

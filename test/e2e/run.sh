@@ -33,7 +33,7 @@ fi
 # with `helm uninstall`, which would leave them without their driver: they go first, once the
 # driver runs (it unprepares their claims).
 demo_ns=$("$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" get namespaces -o name 2>/dev/null |
-  grep -oE 'gpu-test[0-9]+$' | xargs) || true
+  grep -oE '(gpu|imex)-test[0-9]+$' | xargs) || true
 if [[ -n $demo_ns ]]; then
   echo "[e2e] deleting the demo's namespaces first (hack/demo.sh runs them again): $demo_ns"
   # shellcheck disable=SC2086 # one name per word
