@@ -1,5 +1,6 @@
 #include "lib/gpu/claim_steps.h"
 
+#include <optional>
 #include <set>
 #include <utility>
 

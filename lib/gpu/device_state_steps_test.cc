@@ -166,7 +166,7 @@ TEST_F(PrepareStepsTest, UnprepareThatFailsHalfWayKeepsTheRestForTheRetry) {
   ASSERT_TRUE(state_->Prepare(MixedClaim("uid-1")).ok());
   mps_->stop_status = absl::DeadlineExceededError("pods still present");
   absl::Status s = state_->Unprepare("uid-1");
-  EXPECT_THAT(std::string(s.message()), HasSubstr("undo step mpsDaemons: pods still present"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("pods still present"));
   EXPECT_FALSE(std::filesystem::exists(SpecPath("uid-1")));
   EXPECT_EQ(GpuSetting("gpu-2"), "Default/Long");  // not reached
   EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareStarted);

@@ -100,7 +100,6 @@ absl::Status StepEngine::UndoInReverse(const std::vector<StepRecord>& records,
       DRA_VLOG(2, "undid prepare step", "step", records[i].name);
       continue;
     }
-    s = Annotate(s, absl::StrCat("undo step ", records[i].name));
     // The failed step and the ones before it stay for a later unprepare or cleanup.
     const absl::Status w =
         journal_->Started(std::vector<StepRecord>(records.begin(), records.begin() + i + 1));
@@ -122,7 +121,7 @@ absl::Status StepEngine::Run(const std::vector<StepRecord>& recorded, PlanSteps&
     for (size_t i = recorded.size(); i-- > repeated.size();) {
       absl::Status s = UndoOne(recorded[i]);
       if (s.ok()) continue;
-      s = Annotate(s, absl::StrCat("roll back partial prepare: undo step ", recorded[i].name));
+      s = Annotate(s, "roll back partial prepare");
       const absl::Status w =
           journal_->Started(std::vector<StepRecord>(recorded.begin(), recorded.begin() + i + 1));
       if (!w.ok()) s = Annotate(s, absl::StrCat("record the steps left (", w.message(), ")"));

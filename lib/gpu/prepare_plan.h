@@ -40,7 +40,8 @@
 //
 // Undo (UndoAll, and the rollbacks above) goes in reverse order and stops at the first failure:
 // the failed step and the steps before it stay in the record (StepJournal::Started), so that a
-// later unprepare or cleanup retries them; the error names the step.
+// later unprepare or cleanup retries them; the error is the Undo's own (prefixed "roll back partial
+// prepare: " for a retried prepare's).
 //
 // Thread-safety: none; the caller serializes operations on one claim (the device state's mutex).
 
