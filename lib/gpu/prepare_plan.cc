@@ -22,6 +22,11 @@ absl::Status WithUndoError(const absl::Status& original, const absl::Status& und
   return out;
 }
 
+// The first `n` of `records`.
+std::vector<StepRecord> Prefix(const std::vector<StepRecord>& records, size_t n) {
+  return {records.begin(), records.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
 // Positions in `steps` of the records `steps` repeats, from the front of `recorded`, in order.
 std::vector<size_t> RepeatedPositions(const std::vector<StepRecord>& recorded,
                                       const PlanSteps& steps) {
@@ -101,8 +106,7 @@ absl::Status StepEngine::UndoInReverse(const std::vector<StepRecord>& records,
       continue;
     }
     // The failed step and the ones before it stay for a later unprepare or cleanup.
-    const absl::Status w =
-        journal_->Started(std::vector<StepRecord>(records.begin(), records.begin() + i + 1));
+    const absl::Status w = journal_->Started(Prefix(records, i + 1));
     if (!w.ok()) s = Annotate(s, absl::StrCat("record the steps left (", w.message(), ")"));
     return s;
   }
@@ -122,8 +126,7 @@ absl::Status StepEngine::Run(const std::vector<StepRecord>& recorded, PlanSteps&
       absl::Status s = UndoOne(recorded[i]);
       if (s.ok()) continue;
       s = Annotate(s, "roll back partial prepare");
-      const absl::Status w =
-          journal_->Started(std::vector<StepRecord>(recorded.begin(), recorded.begin() + i + 1));
+      const absl::Status w = journal_->Started(Prefix(recorded, i + 1));
       if (!w.ok()) s = Annotate(s, absl::StrCat("record the steps left (", w.message(), ")"));
       return s;
     }
