@@ -96,6 +96,11 @@ int main(int argc, char** argv) {
                   "'shares', one per claim by default). Anything but 'disabled' needs the feature "
                   "gate ConsumableShares. Claims sharing a device must configure it alike; MPS is "
                   "not allowed then.");
+  flags.AddBool("device-status", "DEVICE_STATUS", &c.device_status,
+                "Write each prepared claim's status.devices entries (the device's UUID, product "
+                "name, MIG parent and profile, a Ready condition) and remove them at unprepare. "
+                "Best effort: a failed write never fails a prepare. Off: none are written; "
+                "entries written earlier are still removed at unprepare.");
   flags.AddDuration("nvidia-smi-timeout", "NVIDIA_SMI_TIMEOUT", &c.nvidia_smi_timeout,
                     "Time limit of one nvidia-smi run (setting GPU time-slices); it is killed "
                     "after that and the prepare fails (the kubelet retries).");

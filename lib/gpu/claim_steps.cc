@@ -106,6 +106,55 @@ class CdiSpecStep final : public PlanStep {
   const std::shared_ptr<const DeviceEdits> edits_;
 };
 
+class DeviceStatusStep final : public PlanStep {
+ public:
+  DeviceStatusStep(StatusClaimRef claim, std::vector<DeviceStatusEntry> entries,
+                   const DeviceStatusWriter* writer)
+      : claim_(std::move(claim)), entries_(std::move(entries)), writer_(writer) {}
+  std::string name() const override { return kDeviceStatusStep; }
+  nlohmann::json UndoData() const override { return StatusClaimRefToJson(claim_); }
+  bool external() const override { return true; }    // the API server's copy of the claim
+  bool resumable() const override { return false; }  // never fails
+  // Best effort: the entries are informational, and a pod must not wait for (or fail on) them.
+  absl::Status Apply(const Deadline& deadline) override {
+    absl::Status s = deadline.Check("write the claim's device status");
+    if (s.ok() && writer_ == nullptr) {
+      s = absl::FailedPreconditionError("this plugin has no device status writer");
+    }
+    if (s.ok()) s = writer_->Write(claim_, entries_);
+    if (!s.ok()) {
+      DRA_WARNING("claim device status not written; the claim is prepared without it", "claim",
+                  claim_.uid, "namespace", claim_.namespace_name, "name", claim_.name, "err", s);
+      return absl::OkStatus();
+    }
+    DRA_VLOG(2, "wrote claim device status", "claim", claim_.uid, "devices", entries_.size());
+    return absl::OkStatus();
+  }
+
+ private:
+  const StatusClaimRef claim_;
+  const std::vector<DeviceStatusEntry> entries_;
+  const DeviceStatusWriter* const writer_;
+};
+
+// Undo of deviceStatus: remove this driver's entries from the claim, if it is still there.
+absl::Status RemoveDeviceStatus(const DeviceStatusWriter* writer, const nlohmann::json& undo) {
+  ASSIGN_OR_RETURN(StatusClaimRef claim, StatusClaimRefFromJson(undo));
+  if (writer == nullptr) {
+    DRA_WARNING("cannot remove the claim's device status: this plugin has no writer", "claim",
+                claim.uid, "namespace", claim.namespace_name, "name", claim.name);
+    return absl::OkStatus();
+  }
+  absl::Status s = writer->Remove(claim);
+  // Without the permission (an old ClusterRole) nothing was written either: not worth an
+  // unprepare that never ends.
+  if (absl::IsPermissionDenied(s)) {
+    DRA_WARNING("not allowed to remove the claim's device status", "claim", claim.uid, "err", s);
+    return absl::OkStatus();
+  }
+  return Annotate(s, "remove the claim's device status");
+}
+
 // UUIDs of the full GPUs that PrepareCompleted claims other than `uid` hold.
 std::set<std::string> GpusHeldByOthers(const std::string& uid, const checkpoint::ClaimMap& all) {
   std::set<std::string> held;
@@ -193,6 +242,10 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
         std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline, edits));
   }
   steps.push_back(std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits));
+  if (in.status_claim) {
+    steps.push_back(std::make_unique<DeviceStatusStep>(*in.status_claim, in.device_statuses,
+                                                       services.device_status));
+  }
   return steps;
 }
 
@@ -213,6 +266,9 @@ StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::Clai
   };
   undoers[kCdiSpecStep] = [claim_uid, services](const nlohmann::json&) {
     return services.cdi->Remove(claim_uid);
+  };
+  undoers[kDeviceStatusStep] = [services](const nlohmann::json& undo) {
+    return RemoveDeviceStatus(services.device_status, undo);
   };
   return undoers;
 }

@@ -11,9 +11,15 @@
 //                   Undo: stop each daemon.
 //   3. cdiSpec      write the claim's CDI spec, one CDI device per distinct device, with the
 //                   daemons' edits. The plugin's own file. Undo: remove the spec.
+//   4. deviceStatus server-side apply of the claim's status.devices entries of this driver
+//                   (device_status.h), each with its data and a Ready condition. External (recorded
+//                   before the write, so that unprepare removes what reached the server), not
+//                   resumable, best effort: a failed write is a warning, never a failed prepare.
+//                   Undo: remove the entries (a claim that is gone is success).
 //   (record PrepareCompleted: the engine)
 //
-// A step is in the plan only when the claim needs it (cdiSpec always). Dynamic MIG, VFIO and
+// A step is in the plan only when the claim needs it (cdiSpec always; deviceStatus when the plugin
+// writes device status, --device-status). Dynamic MIG, VFIO and
 // fabric partitions are to be added as steps here.
 //
 // Records written before steps were recorded (and adopted Go records) have none: LegacySteps
@@ -22,6 +28,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +37,7 @@
 #include "lib/cdi/spec.h"
 #include "lib/checkpoint/format.h"
 #include "lib/gpu/claim_cdi.h"
+#include "lib/gpu/device_status.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepare_plan.h"
 #include "lib/gpu/prepared.h"
@@ -40,6 +48,7 @@ namespace dra::gpu {
 inline constexpr char kTimeSlicingStep[] = "timeSlicing";
 inline constexpr char kMpsDaemonsStep[] = "mpsDaemons";
 inline constexpr char kCdiSpecStep[] = "cdiSpec";
+inline constexpr char kDeviceStatusStep[] = "deviceStatus";
 
 // The full GPUs of one time-sliced config group (each once) and its interval.
 struct TimeSliceGroup {
@@ -60,6 +69,9 @@ struct ClaimStepsInput {
   std::vector<MpsGroup> mps;                // empty: no mpsDaemons step
   std::vector<PreparedDevice> cdi_devices;  // one per distinct allocated device
   absl::Time mps_ready_deadline = absl::InfiniteFuture();
+  // Unset: no deviceStatus step. Else the claim and its entries of this driver.
+  std::optional<StatusClaimRef> status_claim;
+  std::vector<DeviceStatusEntry> device_statuses;
 };
 
 // What the steps act through. Null time_slicing or mps: a step that needs it fails (Apply:
@@ -68,6 +80,9 @@ struct ClaimStepServices {
   const TimeSlicing* time_slicing = nullptr;
   const MpsDaemons* mps = nullptr;
   const ClaimCdi* cdi = nullptr;
+  // Null: the deviceStatus step writes nothing (a warning), and its Undo cannot remove entries
+  // (a warning, success: the entries are informational and must not block an unprepare).
+  const DeviceStatusWriter* device_status = nullptr;
 };
 
 // The plan: the steps above in order. `in.mps` daemons must outlive the steps.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/driver_gates.h"
@@ -132,6 +133,11 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
   const std::string& uid = claim.metadata.uid;
   if (!claim.status.allocation) return absl::FailedPreconditionError("claim not yet allocated");
   Plan plan;
+  plan.status_claim = {.namespace_name = claim.metadata.namespace_name,
+                       .name = claim.metadata.name,
+                       .uid = uid,
+                       .generation = claim.metadata.generation};
+  std::set<std::tuple<std::string, std::string, std::string>> status_keys;
   ASSIGN_OR_RETURN(plan.groups,
                    ResolveDeviceConfigs(claim, inventory_, options_.driver_name, gates()));
   for (const ConfigGroup& g : plan.groups) {
@@ -170,6 +176,12 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
                                                        r.pool, "\", not from this node's pool \"",
                                                        options_.pool_name, "\""));
       }
+      if (status_keys.emplace(r.pool, r.device, r.share_id.value_or("")).second) {
+        plan.device_statuses.push_back({.pool = r.pool,
+                                        .device = r.device,
+                                        .share_id = r.share_id,
+                                        .data = DeviceStatusData(d)});
+      }
       PreparedDevice p;
       p.requests = {r.request};
       p.pool = r.pool;
@@ -203,11 +215,18 @@ PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
   for (const PreparedDevice& p : plan.prepared) {
     if (in_spec.insert(p.device).second) in.cdi_devices.push_back(p);
   }
+  if (options_.device_status != nullptr && options_.write_device_status) {
+    in.status_claim = plan.status_claim;
+    in.device_statuses = plan.device_statuses;
+  }
   return GpuClaimSteps(in, services());
 }
 
 ClaimStepServices DeviceState::services() const {
-  return {.time_slicing = options_.time_slicing, .mps = options_.mps, .cdi = cdi_};
+  return {.time_slicing = options_.time_slicing,
+          .mps = options_.mps,
+          .cdi = cdi_,
+          .device_status = options_.device_status};
 }
 
 bool DeviceState::time_slicing_gate() const {

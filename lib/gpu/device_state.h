@@ -3,7 +3,8 @@
 // Prepare and unprepare of GPU and static-MIG claims (docs/prepare-flow.md): resolves
 // the claim's configs, checks that no device is already held by another prepared claim (or, with
 // consumable shares, that the claims sharing a device configure it alike), then runs the claim's
-// plan of steps (claim_steps.h: time-slicing, MPS control daemons, the CDI spec) through the step
+// plan of steps (claim_steps.h: time-slicing, MPS control daemons, the CDI spec, the claim's
+// device status) through the step
 // engine (prepare_plan.h), which records in the checkpoint what may have been applied, so that
 // unprepare works from the checkpoint alone. Both operations are idempotent.
 //
@@ -47,6 +48,7 @@
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/claim_steps.h"
 #include "lib/gpu/device_configs.h"
+#include "lib/gpu/device_status.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepared.h"
@@ -75,6 +77,12 @@ class DeviceState {
     // How long, from the start of Prepare, an MPS daemon may take to become ready: inside the
     // kubelet's 45 s prepare timeout, so that the error reaches the kubelet.
     absl::Duration mps_ready_timeout = absl::Seconds(30);
+    // Writes and removes the claims' status.devices entries (device_status.h). Null: prepare
+    // writes none, and unprepare cannot remove those an earlier plugin recorded (a warning).
+    const DeviceStatusWriter* device_status = nullptr;
+    // --device-status: whether prepare writes them (the deviceStatus step). Off, unprepare still
+    // removes the entries a record names.
+    bool write_device_status = true;
     Clock* clock = RealClock::Get();
   };
 
@@ -115,6 +123,8 @@ class DeviceState {
     std::vector<const api::Config*> configs;
     std::vector<std::pair<std::unique_ptr<MpsDaemon>, std::vector<std::string>>> daemons;
     std::vector<TimeSliceGroup> time_slices;
+    StatusClaimRef status_claim;
+    std::vector<DeviceStatusEntry> device_statuses;  // one per allocation result of this driver
   };
   // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects.
   absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim) const

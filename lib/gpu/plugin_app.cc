@@ -23,6 +23,7 @@
 #include "lib/gpu/cleanup.h"
 #include "lib/gpu/device_health.h"
 #include "lib/gpu/device_state.h"
+#include "lib/gpu/device_status.h"
 #include "lib/gpu/driver.h"
 #include "lib/gpu/go_prepared.h"
 #include "lib/gpu/health_server.h"
@@ -90,6 +91,9 @@ struct PluginApp::Parts {
   std::unique_ptr<k8s::Client> client;
   // Claim reads inside kubelet calls: one retry, a 10 s request timeout.
   std::unique_ptr<k8s::Client> claim_client;
+  // Claim status writes: as claim_client, under this driver's and node's field manager.
+  std::unique_ptr<k8s::Client> status_client;
+  std::unique_ptr<DeviceStatusWriter> device_status;
   k8s::EventTarget node_ref;
   metrics::Registry registry;
   std::unique_ptr<DriverMetrics> driver_metrics;
@@ -214,11 +218,20 @@ absl::Status PluginApp::ConnectToApiServer() {
                                               .burst = config_.kube_api_burst,
                                               .max_retries = 1,
                                               .request_timeout = absl::Seconds(10)}));
+  ASSIGN_OR_RETURN(p.status_client,
+                   k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
+                                              .burst = config_.kube_api_burst,
+                                              .max_retries = 1,
+                                              .request_timeout = absl::Seconds(10),
+                                              .field_manager = DeviceStatusFieldManager(
+                                                  kDriverName, config_.node_name)}));
   p.node_ref = {.kind = "Node", .name = config_.node_name};
   p.driver_metrics = std::make_unique<DriverMetrics>(&p.registry, kDriverName, config_.node_name);
   p.degraded =
       p.registry.AddGauge("nvidia_dra_plugin_degraded",
                           "1 when the plugin runs without a usable NVML (no devices).", {"reason"});
+  p.device_status = DeviceStatusWriterFromClient(p.status_client.get(), kDriverName,
+                                                 AddDeviceStatusWritesMetric(&p.registry));
   p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
                                         "Corrupt checkpoints moved aside and replaced.", {});
   return absl::OkStatus();
@@ -303,12 +316,15 @@ absl::Status PluginApp::BuildDeviceState() {
   // Also without the gate: unprepare stops the daemons a checkpoint records. Its API calls fail
   // fast like the claim GETs, inside the kubelet's timeouts.
   p.mps = MpsDaemons::Real(MpsEnv(config_, p.plugin_dir, p.claim_client.get(), p.nvidia_smi.get()));
-  p.state = std::make_unique<DeviceState>(p.inventory, p.cdi.get(), p.checkpoint.get(),
-                                          DeviceState::Options{.pool_name = config_.node_name,
-                                                               .gates = config_.gates,
-                                                               .consumable_shares = p.shares,
-                                                               .time_slicing = p.time_slicing.get(),
-                                                               .mps = p.mps.get()});
+  p.state = std::make_unique<DeviceState>(
+      p.inventory, p.cdi.get(), p.checkpoint.get(),
+      DeviceState::Options{.pool_name = config_.node_name,
+                           .gates = config_.gates,
+                           .consumable_shares = p.shares,
+                           .time_slicing = p.time_slicing.get(),
+                           .mps = p.mps.get(),
+                           .device_status = p.device_status.get(),
+                           .write_device_status = config_.device_status});
   p.driver = std::make_unique<GpuDriver>(p.state.get(), p.plugin_dir, p.driver_metrics.get());
   p.claim_api = ClaimApiFromClient(p.claim_client.get(), kDriverName, config_.node_name);
   return absl::OkStatus();

@@ -54,6 +54,9 @@ struct PluginConfig {
   std::string image_pull_secrets;
   std::string image_pull_policy;
   std::string service_account_name;
+  // --device-status: write each prepared claim's status.devices entries (device_status.h). Off:
+  // none are written; entries recorded by an earlier prepare are still removed at unprepare.
+  bool device_status = true;
   const FeatureGates* gates = nullptr;
 };
 

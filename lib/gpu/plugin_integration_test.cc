@@ -328,6 +328,110 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
+// KEP-4817 status.devices: prepare writes this driver's entry (the GPU's UUID and product name, a
+// Ready condition) under the field manager "gpu.nvidia.com/<node>"; another driver's entry on the
+// same claim, written by its own manager, is left alone; unprepare removes ours only, and an
+// unprepare after the claim was deleted succeeds.
+TEST_F(PluginIntegrationTest, PrepareWritesDeviceStatusAndUnprepareRemovesIt) {
+  StartPlugin("h100-8x");
+  std::string uuid;
+  for (const ResourceSlice& slice : WaitForSlices()) {
+    for (const auto& d : slice.spec.devices) {
+      if (d.name == "gpu-3") uuid = *d.attributes.at("uuid").string_value;
+    }
+  }
+  ASSERT_FALSE(uuid.empty()) << "gpu-3 not published";
+  const std::string name = node_ + "-status";
+  nlohmann::json c = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", name}, {"namespace", "default"}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}},
+            {{"name", "nic"}, {"exactly", {{"deviceClassName", "nic.example.com"}}}}}}}}}}};
+  auto created = client_->Create(ResourceClaim::kResource, "default", c);
+  ASSERT_TRUE(created.ok()) << created.status();
+  claims_.push_back(name);
+  (*created)["status"] = {{"allocation",
+                           {{"devices",
+                             {{"results",
+                               {{{"request", "gpu"},
+                                 {"driver", "gpu.nvidia.com"},
+                                 {"pool", node_},
+                                 {"device", "gpu-3"}},
+                                {{"request", "nic"},
+                                 {"driver", "nic.example.com"},
+                                 {"pool", node_},
+                                 {"device", "eth1"}}}}}}}}};
+  auto updated = client_->UpdateStatus(ResourceClaim::kResource, "default", *created);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  const std::string uid = (*updated)["metadata"]["uid"];
+  // The other driver's entry, applied by its own manager.
+  auto cfg = dra::k8s::LoadKubeconfig(dra::testing::AdminKubeconfig());
+  ASSERT_TRUE(cfg.ok());
+  auto nic = Client::Create(*cfg, {.qps = 0, .field_manager = "nic.example.com/" + node_});
+  ASSERT_TRUE(nic.ok());
+  nlohmann::json nic_entry = {{"driver", "nic.example.com"},
+                              {"pool", node_},
+                              {"device", "eth1"},
+                              {"data", {{"mac", "aa:bb"}}}};
+  auto applied = (*nic)->Apply(ResourceClaim::kResource, "default",
+                               {{"apiVersion", "resource.k8s.io/v1"},
+                                {"kind", "ResourceClaim"},
+                                {"metadata", {{"name", name}, {"namespace", "default"}}},
+                                {"status", {{"devices", {nic_entry}}}}},
+                               true, "status");
+  ASSERT_TRUE(applied.ok()) << applied.status();
+
+  auto entries = [&](const std::string& driver) {
+    std::vector<nlohmann::json> out;
+    auto got = client_->Get(ResourceClaim::kResource, "default", name);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok()) return out;
+    for (const auto& d : (*got)["status"].value("devices", nlohmann::json::array())) {
+      if (d["driver"] == driver) out.push_back(d);
+    }
+    return out;
+  };
+
+  ASSERT_EQ(Prepare(name, uid), "");
+  std::vector<nlohmann::json> ours = entries("gpu.nvidia.com");
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_EQ(ours[0]["pool"], node_);
+  EXPECT_EQ(ours[0]["device"], "gpu-3");
+  EXPECT_EQ(ours[0]["data"]["uuid"], uuid);
+  EXPECT_THAT(ours[0]["data"]["productName"].get<std::string>(),
+              ::testing::StartsWith("NVIDIA H100"));
+  ASSERT_EQ(ours[0]["conditions"].size(), 1u);
+  EXPECT_EQ(ours[0]["conditions"][0]["type"], "Ready");
+  EXPECT_EQ(ours[0]["conditions"][0]["status"], "True");
+  EXPECT_EQ(ours[0]["conditions"][0]["reason"], "DevicePrepared");
+  EXPECT_EQ(entries("nic.example.com").size(), 1u);
+  auto got = client_->Get(ResourceClaim::kResource, "default", name);
+  ASSERT_TRUE(got.ok());
+  std::set<std::string> managers;
+  for (const auto& m : (*got)["metadata"]["managedFields"]) managers.insert(m["manager"]);
+  EXPECT_TRUE(managers.contains("gpu.nvidia.com/" + node_)) << (*got)["metadata"].dump();
+
+  ASSERT_EQ(Unprepare(name, uid), "");
+  EXPECT_TRUE(entries("gpu.nvidia.com").empty());
+  ASSERT_EQ(entries("nic.example.com").size(), 1u);
+  EXPECT_EQ(entries("nic.example.com")[0]["data"], nlohmann::json({{"mac", "aa:bb"}}));
+
+  // Prepared again, then the claim is deleted before the unprepare: success.
+  ASSERT_EQ(Prepare(name, uid), "");
+  EXPECT_EQ(entries("gpu.nvidia.com").size(), 1u);
+  ASSERT_TRUE(client_->Delete(ResourceClaim::kResource, "default", name).ok());
+  for (int i = 0; i < 100; ++i) {
+    if (absl::IsNotFound(client_->Get(ResourceClaim::kResource, "default", name).status())) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(Unprepare(name, uid), "");
+  EXPECT_FALSE(SpecExists(uid));
+}
+
 TEST_F(PluginIntegrationTest, HealthServiceAndMetricsAreServed) {
   int health_port = FreePort();
   int http_port = FreePort();
