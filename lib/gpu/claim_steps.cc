@@ -117,7 +117,13 @@ class DeviceStatusStep final : public PlanStep {
   bool resumable() const override { return false; }  // never fails
   // Best effort: the entries are informational, and a pod must not wait for (or fail on) them.
   absl::Status Apply(const Deadline& deadline) override {
-    absl::Status s = deadline.Check("write the claim's device status");
+    // A write is bounded by the status client's request timeout (5 s, plugin_app.cc); with less
+    // left, it could only make the kubelet's prepare call time out.
+    absl::Status s = deadline.Left() < kDeviceStatusWriteTime
+                         ? absl::DeadlineExceededError(absl::StrCat(
+                               "less than ", absl::FormatDuration(kDeviceStatusWriteTime),
+                               " left before the deadline of ", deadline.what()))
+                         : absl::OkStatus();
     if (s.ok() && writer_ == nullptr) {
       s = absl::FailedPreconditionError("this plugin has no device status writer");
     }

@@ -70,6 +70,10 @@ nlohmann::json DeviceStatusApplyBody(const std::string& driver, const StatusClai
 nlohmann::json StatusClaimRefToJson(const StatusClaimRef& claim);
 absl::StatusOr<StatusClaimRef> StatusClaimRefFromJson(const nlohmann::json& j);
 
+// The most one write may take (the plugin's status client's request timeout, no retries): the
+// deviceStatus step skips the write when less is left of the prepare's deadline.
+inline constexpr absl::Duration kDeviceStatusWriteTime = absl::Seconds(5);
+
 // Writes and removes a claim's status.devices entries of one driver on one node.
 class DeviceStatusWriter {
  public:

@@ -1,5 +1,6 @@
 // Device status on claims (device_status.h): the apply body, the undo data, and DeviceState's
-// deviceStatus step with a recording writer: written after the CDI spec, best effort, recorded
+// deviceStatus step with a recording writer: written after the CDI spec, best effort (skipped
+// when too little of the deadline is left), recorded
 // even when the write failed, removed at unprepare (a failed removal is retried, a refused one is
 // not worth blocking the unprepare), left out with --device-status=false.
 
@@ -192,6 +193,20 @@ TEST_F(DeviceStatusStepTest, FailedWriteDoesNotFailThePrepareAndIsStillRemoved) 
   EXPECT_THAT(StepNames("uid-1"), ElementsAre("cdiSpec:applied", "deviceStatus:applied"));
   ASSERT_TRUE(state_->Unprepare("uid-1").ok());
   EXPECT_EQ(writer_.removes.size(), 1u);
+}
+
+TEST_F(DeviceStatusStepTest, TooLittleTimeLeftSkipsTheWriteNotThePrepare) {
+  const Deadline deadline(clock_.Now() + kDeviceStatusWriteTime - absl::Seconds(1), "prepare",
+                          &clock_);
+  auto devices = state_->Prepare(Claim("uid-1", {"gpu-1"}), deadline);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  EXPECT_TRUE(writer_.writes.empty());
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareCompleted);
+  // Enough time: written.
+  const Deadline later(clock_.Now() + kDeviceStatusWriteTime + absl::Seconds(1), "prepare",
+                       &clock_);
+  ASSERT_TRUE(state_->Prepare(Claim("uid-2", {"gpu-2"}), later).ok());
+  EXPECT_EQ(writer_.writes.size(), 1u);
 }
 
 TEST_F(DeviceStatusStepTest, FailedRemovalKeepsTheClaimForTheRetryRefusedOneDoesNot) {

@@ -91,7 +91,8 @@ struct PluginApp::Parts {
   std::unique_ptr<k8s::Client> client;
   // Claim reads inside kubelet calls: one retry, a 10 s request timeout.
   std::unique_ptr<k8s::Client> claim_client;
-  // Claim status writes: as claim_client, under this driver's and node's field manager.
+  // Claim status writes (best effort): no retry, a short timeout, this driver's and node's field
+  // manager.
   std::unique_ptr<k8s::Client> status_client;
   std::unique_ptr<DeviceStatusWriter> device_status;
   k8s::EventTarget node_ref;
@@ -221,8 +222,8 @@ absl::Status PluginApp::ConnectToApiServer() {
   ASSIGN_OR_RETURN(p.status_client,
                    k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
                                               .burst = config_.kube_api_burst,
-                                              .max_retries = 1,
-                                              .request_timeout = absl::Seconds(10),
+                                              .max_retries = 0,
+                                              .request_timeout = kDeviceStatusWriteTime,
                                               .field_manager = DeviceStatusFieldManager(
                                                   kDriverName, config_.node_name)}));
   p.node_ref = {.kind = "Node", .name = config_.node_name};
