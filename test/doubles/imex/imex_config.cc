@@ -61,6 +61,8 @@ std::optional<ImexConfig> ParseImexConfig(const std::string& text, const std::st
     if (key.empty()) return fail("empty key in \"" + line + "\"");
     if (key == "SERVER_PORT") {
       if (!ParsePort(value, &c.server_port)) return fail("SERVER_PORT: not a port: " + value);
+    } else if (key == "IMEX_CMD_UNIX_DOMAIN_PATH") {
+      c.cmd_unix_path = value;
     } else if (key == "IMEX_CMD_PORT") {
       if (!ParsePort(value, &c.cmd_port)) return fail("IMEX_CMD_PORT: not a port: " + value);
     } else if (key == "IMEX_NODE_CONFIG_FILE") {

@@ -17,6 +17,7 @@ struct ImexConfig {
   std::string node_config_file;  // IMEX_NODE_CONFIG_FILE: names or IPs, one a line
   std::string cmd_bind_ip;       // IMEX_CMD_BIND_INTERFACE_IP; "" or 0.0.0.0: all
   int cmd_port = 50005;          // IMEX_CMD_PORT: the ctl query port
+  std::string cmd_unix_path;     // IMEX_CMD_UNIX_DOMAIN_PATH: also serve queries here ("" = not)
   std::string bind_ip;           // BIND_INTERFACE_IP: own peer address; "" derives it
 };
 

@@ -206,6 +206,50 @@ TEST_F(FakeImexTest, CtlWithoutDaemonFails) {
   EXPECT_THAT(r.err, HasSubstr("cannot connect to the IMEX daemon"));
 }
 
+// A host-managed daemon's command channel: IMEX_CMD_UNIX_DOMAIN_PATH, queried with --u / -u.
+TEST_F(FakeImexTest, UnixSocketCommandChannel) {
+  std::string nodes = dir_ + "/nodes.cfg";
+  WriteFile(nodes, "127.0.0.2\n127.0.0.3\n");
+  const std::string sock = dir_ + "/imex_ctrl.sock";
+  std::string c2 = Config(2, nodes, "IMEX_CMD_UNIX_DOMAIN_PATH=" + sock + "\n");
+  auto query = [&](const std::string& form) {
+    return form == "--u" ? Run({DRA_FAKE_NVIDIA_IMEX_CTL, "-q", "--u=" + sock})
+                         : Run({DRA_FAKE_NVIDIA_IMEX_CTL, "-u", sock, "-q"});
+  };
+  Result none = query("--u");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("cannot connect to the IMEX daemon at unix socket " + sock));
+
+  pid_t p2 = StartImex(c2);
+  bool not_ready = false;
+  for (int i = 0; i < 100 && !not_ready; ++i) {
+    not_ready = query("--u").exit_code == 1;
+    if (!not_ready) ::usleep(50 * 1000);
+  }
+  ASSERT_TRUE(not_ready);
+  EXPECT_THAT(query("-u").out, HasSubstr("NOT READY: waiting for peers: 127.0.0.3"));
+  StartImex(Config(3, nodes));
+  bool ready = false;
+  for (int i = 0; i < 100 && !ready; ++i) {
+    ready = Ready(query("--u"));
+    if (!ready) ::usleep(50 * 1000);
+  }
+  EXPECT_TRUE(ready);
+  EXPECT_TRUE(Ready(query("-u")));
+  EXPECT_TRUE(Ready(Ctl(c2))) << "the TCP command port still answers";
+
+  ::kill(p2, SIGTERM);
+  ::waitpid(p2, nullptr, 0);
+  EXPECT_FALSE(std::filesystem::exists(sock)) << "the socket goes with the daemon";
+  EXPECT_EQ(query("--u").exit_code, 2);
+}
+
+TEST_F(FakeImexTest, CtlNeedsAConfigOrASocket) {
+  Result r = Run({DRA_FAKE_NVIDIA_IMEX_CTL, "-q"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--u=<socket>"));
+}
+
 TEST_F(FakeImexTest, MalformedConfigLineIsAnErrorNamingTheLine) {
   std::string cfg = dir_ + "/bad.cfg";
   WriteFile(cfg, "SERVER_PORT=50000\n\nTHIS LINE IS BROKEN\n");
@@ -221,7 +265,8 @@ TEST(ImexConfigParseTest, KeysDefaultsAndErrors) {
   std::string err;
   auto c = fake_imex::ParseImexConfig(
       "SERVER_PORT = 51000\nIMEX_CMD_PORT=51005\nIMEX_NODE_CONFIG_FILE=/imexd/nodes.cfg\n"
-      "IMEX_CMD_BIND_INTERFACE_IP=10.1.2.3\nLOG_FILE_NAME=\nUNKNOWN_KEY=1\n",
+      "IMEX_CMD_BIND_INTERFACE_IP=10.1.2.3\nLOG_FILE_NAME=\nUNKNOWN_KEY=1\n"
+      "IMEX_CMD_UNIX_DOMAIN_PATH=/etc/nvidia-imex/imex_ctrl.sock\n",
       "f", &err);
   ASSERT_TRUE(c.has_value()) << err;
   EXPECT_EQ(c->server_port, 51000);
@@ -229,6 +274,7 @@ TEST(ImexConfigParseTest, KeysDefaultsAndErrors) {
   EXPECT_EQ(c->node_config_file, "/imexd/nodes.cfg");
   EXPECT_EQ(c->cmd_bind_ip, "10.1.2.3");
   EXPECT_EQ(c->bind_ip, "");
+  EXPECT_EQ(c->cmd_unix_path, "/etc/nvidia-imex/imex_ctrl.sock");
   EXPECT_FALSE(fake_imex::ParseImexConfig("SERVER_PORT=0\n", "f", &err).has_value());
   EXPECT_EQ(err, "f:1: SERVER_PORT: not a port: 0");
   EXPECT_FALSE(fake_imex::ParseImexConfig("=x\n", "f", &err).has_value());

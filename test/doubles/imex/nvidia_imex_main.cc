@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,6 +48,26 @@ int Listen(const std::string& ip, int port, std::string* err) {
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || ::listen(fd, 64) != 0) {
     *err = "listen on " + ip + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A listening unix socket at `path` (a stale socket file there is replaced), or -1.
+int ListenUnix(const std::string& path, std::string* err) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(sa.sun_path)) {
+    *err = "unix socket path longer than " + std::to_string(sizeof(sa.sun_path) - 1) +
+           " bytes: " + path;
+    return -1;
+  }
+  path.copy(sa.sun_path, path.size());
+  ::unlink(path.c_str());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || ::listen(fd, 64) != 0) {
+    *err = "listen on unix socket " + path + ": " + std::strerror(errno);
     ::close(fd);
     return -1;
   }
@@ -97,12 +118,23 @@ class FakeImex {
       Log("command port: " + err);
       return 1;
     }
+    if (!config_.cmd_unix_path.empty()) {
+      cmd_unix_listen_ = ListenUnix(config_.cmd_unix_path, &err);
+      if (cmd_unix_listen_ < 0) {
+        Log("command socket: " + err);
+        return 1;
+      }
+    }
     Log("listening as " + self_ip_ + ":" + std::to_string(config_.server_port) + ", command port " +
-        cmd_ip + ":" + std::to_string(config_.cmd_port));
+        cmd_ip + ":" + std::to_string(config_.cmd_port) +
+        (config_.cmd_unix_path.empty() ? "" : ", command socket " + config_.cmd_unix_path));
     for (;;) {
       TryConnects();
       if (!PollOnce()) break;
     }
+    // The socket file goes with the daemon, as the real one's does: a later query fails to
+    // connect instead of reaching nobody.
+    if (cmd_unix_listen_ >= 0) ::unlink(config_.cmd_unix_path.c_str());
     Log("SIGTERM: exiting");
     return 0;
   }
@@ -209,6 +241,7 @@ class FakeImex {
     fds.push_back({sigfd_, POLLIN, 0});
     fds.push_back({peer_listen_, POLLIN, 0});
     fds.push_back({cmd_listen_, POLLIN, 0});
+    if (cmd_unix_listen_ >= 0) fds.push_back({cmd_unix_listen_, POLLIN, 0});
     for (auto& [ip, o] : out_) {
       if (o.fd >= 0) fds.push_back({o.fd, static_cast<short>(o.connecting ? POLLOUT : POLLIN), 0});
     }
@@ -228,7 +261,7 @@ class FakeImex {
             return false;
           }
         }
-      } else if (p.fd == peer_listen_ || p.fd == cmd_listen_) {
+      } else if (p.fd == peer_listen_ || p.fd == cmd_listen_ || p.fd == cmd_unix_listen_) {
         int fd;
         while ((fd = ::accept4(p.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
           in_[fd] = Incoming{};
@@ -330,6 +363,7 @@ class FakeImex {
   int sigfd_ = -1;
   int peer_listen_ = -1;
   int cmd_listen_ = -1;
+  int cmd_unix_listen_ = -1;  // IMEX_CMD_UNIX_DOMAIN_PATH, when set
 };
 
 }  // namespace
