@@ -80,6 +80,7 @@ std::string MadeBy(const std::string& key) {
       {"PUT computedomaincliques", "both"},
       {"GET computedomaincliques", "daemons"},
       {"POST computedomaincliques", "daemons"},
+      {"PATCH computedomaincliques", "daemons"},
       {"LIST pods", "both"},
       {"GET pods", "daemons"},
       {"PATCH pods", "daemons"},
