@@ -59,14 +59,16 @@ absl::Status CliqueRegistrar::SyncOnce(bool reread) {
     absl::MutexLock lock(&mu_);
     ready = ready_;
   }
-  // The informer's copy is good enough unless the last write conflicted: then only a fresh read
-  // can carry the resourceVersion the server expects.
+  // The informer's copy is good enough unless the last sync failed. After a lost write it is
+  // still good once it has moved past the version that lost (the backoff gives the winner's write
+  // time to arrive), which saves a GET per conflict; otherwise read the latest.
   std::optional<ComputeDomainClique> clique;
-  if (!reread) {
-    if (auto cached = informer_.Get(absl::StrCat(options_.namespace_name, "/", name_))) {
+  if (auto cached = informer_.Get(absl::StrCat(options_.namespace_name, "/", name_))) {
+    if (!reread || (!lost_rv_.empty() && cached->metadata.resource_version != lost_rv_)) {
       clique = *cached;
     }
   }
+  lost_rv_.clear();
   if (!clique) {
     absl::StatusOr<ComputeDomainClique> latest = ReadLatest();
     if (latest.ok()) {
@@ -101,10 +103,11 @@ absl::Status CliqueRegistrar::SyncOnce(bool reread) {
     DRA_INFO("created ComputeDomainClique", "clique", name_, "index",
              clique->daemons.empty() ? -1 : clique->daemons.back().index);
   } else if (changed) {
-    ASSIGN_OR_RETURN(
-        nlohmann::json out,
-        client_->Update(ComputeDomainClique::kResource, options_.namespace_name, clique->ToJson()));
-    ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(out));
+    absl::StatusOr<nlohmann::json> out =
+        client_->Update(ComputeDomainClique::kResource, options_.namespace_name, clique->ToJson());
+    if (k8s::IsConflict(out.status())) lost_rv_ = clique->metadata.resource_version;
+    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(*out));
     DRA_VLOG(2, "updated own entry in ComputeDomainClique", "clique", name_);
   }
   return callback_(clique->daemons);

@@ -74,6 +74,8 @@ class CliqueRegistrar final : public Registrar {
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<bool> ready_ ABSL_GUARDED_BY(mu_);
+  // Worker thread only: the resourceVersion our last Update was based on when it conflicted.
+  std::string lost_rv_;
 };
 
 }  // namespace dra::cddaemon
