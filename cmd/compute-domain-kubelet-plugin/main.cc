@@ -73,13 +73,15 @@ int main(int argc, char** argv) {
                 "Label the node nvidia.com/gpu.clique=<cliqueID> while the plugin runs (nodes "
                 "with a clique ID only).");
   flags.AddString("imex-mode", "IMEX_MODE", &c.imex_mode,
-                  "Who runs the IMEX daemons: driverManaged (per-ComputeDomain daemon pods). "
-                  "hostManaged (needs the feature gate HostManagedIMEXDaemon) is not "
-                  "implemented by this version.");
+                  "Who runs the IMEX daemons: driverManaged (per-ComputeDomain daemon pods) or "
+                  "hostManaged (the hosts run nvidia-imex; needs the feature gate "
+                  "HostManagedIMEXDaemon).");
   flags.AddString("imex-isolation", "IMEX_ISOLATION", &c.imex_isolation,
                   "IMEX isolation: domain (channel is not supported yet).");
   flags.AddString("imex-host-socket-path", "IMEX_HOST_SOCKET_PATH", &c.imex_host_socket_path,
-                  "Control socket of a host-managed IMEX daemon (imex-mode hostManaged only).");
+                  "Host path of a host-managed IMEX daemon's command socket "
+                  "(IMEX_CMD_UNIX_DOMAIN_PATH), queried under the dev root with "
+                  "nvidia-imex-ctl -q --u=<socket> (imex-mode hostManaged only).");
   flags.AddString("kubeconfig", "KUBECONFIG", &c.kubeconfig,
                   "Kubeconfig file for running outside the cluster; empty: in-cluster config.");
   flags.AddDouble("kube-api-qps", "KUBE_API_QPS", &c.kube_api_qps,

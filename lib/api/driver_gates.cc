@@ -55,9 +55,9 @@ constexpr DriverGate kDriverGates[] = {
     {gate::kFabricManagerPartitioning, S::kAlpha, false, "0.5",
      "activate Fabric Manager partitions matching the prepared GPUs",
      "Fabric Manager partitioning is not implemented yet"},
+    // compute-domain-controller and -kubelet-plugin (--imex-mode=hostManaged).
     {gate::kHostManagedIMEXDaemon, S::kAlpha, false, "0.5",
-     "compute domains: use an IMEX daemon managed on the host",
-     "host-managed IMEX daemons are not implemented yet"},
+     "compute domains: use an IMEX daemon managed on the host", ""},
     // gpu-kubelet-plugin (--consumable-shares).
     {gate::kConsumableShares, S::kAlpha, false, "0.5",
      "allow --consumable-shares: devices allocatable to several claims", ""},

@@ -42,7 +42,7 @@ const GateRow kExpectedGates[] = {
     {"DeviceMetadata", FeatureStage::kAlpha, false, false},
     {"DRAListTypeAttributes", FeatureStage::kAlpha, false, true},
     {"FabricManagerPartitioning", FeatureStage::kAlpha, false, false},
-    {"HostManagedIMEXDaemon", FeatureStage::kAlpha, false, false},
+    {"HostManagedIMEXDaemon", FeatureStage::kAlpha, false, true},
     {"ConsumableShares", FeatureStage::kAlpha, false, true},
     {"ContextualLogging", FeatureStage::kBeta, true, false},
     {"LoggingAlphaOptions", FeatureStage::kAlpha, false, false},
@@ -51,9 +51,8 @@ const GateRow kExpectedGates[] = {
 
 // The gates whose capability exists, as the error lists them.
 constexpr char kChangeable[] =
-    "ConsumableShares, CrashOnNVLinkFabricErrors, DRAListTypeAttributes, MPSSupport, "
-    "NVMLDeviceHealthCheck, "
-    "TimeSlicingSettings";
+    "ConsumableShares, CrashOnNVLinkFabricErrors, DRAListTypeAttributes, HostManagedIMEXDaemon, "
+    "MPSSupport, NVMLDeviceHealthCheck, TimeSlicingSettings";
 
 class ApiGateTableTest : public ::testing::TestWithParam<GateRow> {};
 

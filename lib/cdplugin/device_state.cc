@@ -104,6 +104,11 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
   std::map<std::string, std::shared_ptr<const k8s::ComputeDomain>> channel_domains;
   for (const ConfiguredDevice& d : *configured) {
     record.devices.push_back(RecordDevice(d, options_.node_name));
+    if (d.type == DeviceType::kDaemon && host_managed()) {
+      return PermanentError(absl::StrCat("claim ", ref,
+                                         ": ComputeDomain daemon claims are not supported when "
+                                         "imex.mode=hostManaged"));
+    }
     if (d.type != DeviceType::kChannel) continue;
     auto domain = api_->FindDomain(d.domain_id());
     if (domain == nullptr) {
@@ -147,8 +152,9 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
   std::map<std::string, cdi::ContainerEdits> edits;
   for (const RecordedDevice& d : record.devices) {
     absl::StatusOr<cdi::ContainerEdits> e =
-        d.type == DeviceType::kChannel ? PrepareChannel(d, *channel_domains.at(d.domain_id))
-                                       : PrepareDaemon(d);
+        d.type != DeviceType::kChannel ? PrepareDaemon(d)
+        : host_managed()               ? PrepareHostManagedChannel(d)
+                                       : PrepareChannel(d, *channel_domains.at(d.domain_id));
     if (!e.ok()) return Annotate(e.status(), absl::StrCat("claim ", ref, ", device ", d.device));
     edits[d.device] = *std::move(e);
   }
@@ -184,6 +190,19 @@ absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareChannel(const RecordedDe
   if (clique.empty()) return cdi::ContainerEdits();  // no NVLink fabric: no channel
   return ChannelEdits(options_.imex_channels_major,
                       d.allocation_mode == "All" ? kImexChannelCount : 1);
+}
+
+absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareHostManagedChannel(
+    const RecordedDevice& d) {
+  if (clique_id().empty()) return cdi::ContainerEdits();  // no NVLink fabric: no channel
+  RETURN_IF_ERROR(options_.host_imex->Check());
+  if (d.id < 0 || d.id >= kImexChannelCount) {
+    return PermanentError(absl::StrCat("channel ID ", d.id, " of device ", d.device,
+                                       " is out of range [0, ", kImexChannelCount, ")"));
+  }
+  cdi::ContainerEdits edits = ChannelEdits(options_.imex_channels_major, d.id + 1);
+  edits.device_nodes.erase(edits.device_nodes.begin(), edits.device_nodes.end() - 1);
+  return edits;
 }
 
 absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareDaemon(const RecordedDevice& d) {
@@ -253,7 +272,8 @@ absl::Status DeviceState::Unprepare(const std::string& uid) {
     }
   }
   for (const RecordedDevice& d : record.devices) {
-    if (d.type == DeviceType::kChannel && still_used.count(d.domain_id) == 0) {
+    // hostManaged sets no label (a label of another mode's claim is the controller's to clean).
+    if (d.type == DeviceType::kChannel && !host_managed() && still_used.count(d.domain_id) == 0) {
       RETURN_IF_ERROR(Annotate(api_->RemoveNodeLabel(d.domain_id),
                                absl::StrCat("claim ", uid, ": remove the node label")));
     }

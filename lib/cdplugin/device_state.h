@@ -12,19 +12,24 @@
 //   4. checkpoint: no device of the claim may be held by another PrepareCompleted claim
 //      (retryable: "channel 0 already allocated by claim <uid> (according to checkpoint)");
 //      the claim is recorded PrepareStarted with its devices;
-//   5. channel devices: the node label resource.nvidia.com/computeDomain=<cdUID> is set
+//   5. channel devices (driver-managed): the node label resource.nvidia.com/computeDomain=<cdUID>
+//   is set
 //      (retryable while another domain holds it), then this node's daemon must be Ready in the
 //      clique (retryable "not ready"); edits: channel device nodes (none on a node without a
 //      clique ID: the claim succeeds without a CDI device);
 //      daemon devices: the domain must be cached (retryable), <data dir>/domains/<cdUID>/
 //      (0755) gets imexd.cfg.tmpl (0644, atomically), edits per cdi_specs.h;
+//      hostManaged (options.host_imex set): a daemon device is a permanent error (step 2); a
+//      channel device sets no label and waits for no clique: on a node with a clique ID the
+//      host's IMEX daemon must answer READY (host_imex.h; retryable), then the allocated
+//      channel's one device node (allocationMode is ignored); none without a clique ID;
 //   6. the claim's CDI spec is written; the claim is recorded PrepareCompleted with its CDI IDs.
 // An error after step 4 leaves the claim PrepareStarted (the kubelet retries, or unprepares).
 //
-// Unprepare of a claim: not recorded or PrepareAborted: nothing to do. Otherwise the node label
-// of each channel device's domain is removed (only if it names that domain, and no other
-// recorded, not aborted claim on this node has a channel of that domain), the CDI spec is
-// removed, and a PrepareCompleted claim is erased while a PrepareStarted one becomes
+// Unprepare of a claim: not recorded or PrepareAborted: nothing to do. Otherwise (driver-managed
+// only) the node label of each channel device's domain is removed (only if it names that domain,
+// and no other recorded, not aborted claim on this node has a channel of that domain), the CDI spec
+// is removed, and a PrepareCompleted claim is erased while a PrepareStarted one becomes
 // PrepareAborted. The per-domain directory is kept (a new daemon pod of the same domain may be
 // starting); the cleanup removes directories of domains that are gone.
 //
@@ -47,6 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "lib/cdplugin/cdi_specs.h"
 #include "lib/cdplugin/domain_api.h"
+#include "lib/cdplugin/host_imex.h"
 #include "lib/cdplugin/prepared_claim.h"
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/clock.h"
@@ -63,6 +69,8 @@ struct DeviceStateOptions {
   int64_t imex_channels_major = 0;
   const driverroot::DriverRoot* root = nullptr;  // IMEX binaries, capability files
   Clock* clock = nullptr;                        // RealClock when null
+  // Set: --imex-mode=hostManaged (the host runs nvidia-imex); must outlive the state.
+  const HostImex* host_imex = nullptr;
 };
 
 class DeviceState {
@@ -92,7 +100,9 @@ class DeviceState {
   std::shared_ptr<absl::Mutex> ClaimMutex(const std::string& uid);
   absl::StatusOr<cdi::ContainerEdits> PrepareChannel(const RecordedDevice& d,
                                                      const k8s::ComputeDomain& domain);
+  absl::StatusOr<cdi::ContainerEdits> PrepareHostManagedChannel(const RecordedDevice& d);
   absl::StatusOr<cdi::ContainerEdits> PrepareDaemon(const RecordedDevice& d);
+  bool host_managed() const { return options_.host_imex != nullptr; }
 
   const DeviceStateOptions options_;
   checkpoint::Checkpoint* const checkpoint_;

@@ -12,6 +12,7 @@
 #include "lib/cdplugin/device_state.h"
 #include "lib/cdplugin/domain_api.h"
 #include "lib/cdplugin/driver.h"
+#include "lib/cdplugin/host_imex.h"
 #include "lib/cdplugin/slices.h"
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/atomic_file.h"
@@ -56,6 +57,7 @@ struct PluginApp::Parts {
   int64_t channels_major = 0;
   std::unique_ptr<checkpoint::Checkpoint> checkpoint;
   std::unique_ptr<CdiSpecs> cdi;
+  std::unique_ptr<HostImex> host_imex;  // hostManaged only
   std::unique_ptr<KubeDomainApi> domains;
   std::unique_ptr<DeviceState> state;
   std::unique_ptr<CdDriver> driver;
@@ -112,15 +114,12 @@ void PluginApp::Stop() {
 
 absl::Status PluginApp::CheckConfig() {
   if (config_.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
-  if (config_.imex_mode == "hostManaged") {
-    if (!GateOn(config_.gates, api::gate::kHostManagedIMEXDaemon)) {
-      return absl::InvalidArgumentError(
-          "--imex-mode=hostManaged requires the feature gate HostManagedIMEXDaemon");
-    }
-    return absl::UnimplementedError(
-        "--imex-mode=hostManaged is not implemented by this plugin version; use driverManaged");
+  if (config_.imex_mode == "hostManaged" &&
+      !GateOn(config_.gates, api::gate::kHostManagedIMEXDaemon)) {
+    return absl::InvalidArgumentError(
+        "--imex-mode=hostManaged requires the feature gate HostManagedIMEXDaemon");
   }
-  if (config_.imex_mode != "driverManaged") {
+  if (config_.imex_mode != "driverManaged" && config_.imex_mode != "hostManaged") {
     return absl::InvalidArgumentError(absl::StrCat("--imex-mode: unknown value \"",
                                                    config_.imex_mode,
                                                    "\" (allowed: driverManaged, hostManaged)"));
@@ -172,7 +171,8 @@ absl::Status PluginApp::InspectDriver() {
     ASSIGN_OR_RETURN(nvml::Session session, p.nvml->Open());
     ASSIGN_OR_RETURN(p.driver_version, session.DriverVersion());
   }
-  if (GateOn(config_.gates, api::gate::kIMEXDaemonsWithDNSNames) &&
+  // The DNS-name requirement concerns the driver's own IMEX daemons only.
+  if (!host_managed() && GateOn(config_.gates, api::gate::kIMEXDaemonsWithDNSNames) &&
       cdi::CompareVersions(p.driver_version, kMinDriverVersionForDnsNames) < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "NVIDIA driver ", p.driver_version, " is older than ", kMinDriverVersionForDnsNames,
@@ -223,12 +223,18 @@ absl::Status PluginApp::StartDomainCache() {
   p.domains =
       std::make_unique<KubeDomainApi>(p.client.get(), config_.node_name, config_.namespace_name);
   RETURN_IF_ERROR(p.domains->Start(config_.informer_sync_timeout));
+  if (host_managed()) {
+    p.host_imex = std::make_unique<HostImex>(p.root.get(), config_.imex_host_socket_path);
+    DRA_INFO("IMEX mode hostManaged: channel claims need the host's IMEX daemon READY", "socket",
+             p.host_imex->SocketPath());
+  }
   p.state =
       std::make_unique<DeviceState>(DeviceStateOptions{.node_name = config_.node_name,
                                                        .plugin_dir = p.plugin_dir,
                                                        .clique_id = p.clique_id,
                                                        .imex_channels_major = p.channels_major,
-                                                       .root = p.root.get()},
+                                                       .root = p.root.get(),
+                                                       .host_imex = p.host_imex.get()},
                                     p.checkpoint.get(), p.cdi.get(), p.domains.get());
   p.driver = std::make_unique<CdDriver>(p.state.get(), p.driver_metrics.get());
   p.driver->RefreshPreparedDevicesGauge();
@@ -240,7 +246,7 @@ absl::Status PluginApp::ServeKubelet() {
   ASSIGN_OR_RETURN(p.publisher,
                    kubeletplugin::SlicePublisher::Create(
                        p.client.get(), {.driver = kDriverName, .node_name = config_.node_name}));
-  p.publisher->Update(PublishedResources(config_.node_name));
+  p.publisher->Update(PublishedResources(config_.node_name, /*with_daemon=*/!host_managed()));
   kubeletplugin::PluginServerOptions options;
   options.driver_name = kDriverName;
   options.claim_getter = kubeletplugin::ClaimGetterFromClient(p.claim_client.get());

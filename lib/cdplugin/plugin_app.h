@@ -6,7 +6,8 @@
 // Start order:
 //   1 config checks (IMEX mode, gates), data and CDI directories
 //   2 API clients and metrics
-//   3 driver root, NVML: driver version (>= 570.158.01 with IMEXDaemonsWithDNSNames), clique ID
+//   3 driver root, NVML: driver version (>= 570.158.01 with IMEXDaemonsWithDNSNames, unless
+//     hostManaged), clique ID
 //     (strict with CrashOnNVLinkFabricErrors), the nvidia-caps-imex-channels major
 //   4 checkpoint (boot ID rule)
 //   5 the base CDI spec
@@ -77,6 +78,7 @@ class PluginApp {
   PluginApp(const PluginConfig& config, SignalHandler* signals);
 
   absl::Status CheckConfig();
+  bool host_managed() const { return config_.imex_mode == "hostManaged"; }
   absl::Status ConnectToApiServer();
   absl::Status InspectDriver();
   absl::Status OpenCheckpointAndCdi();

@@ -2,9 +2,10 @@
 
 namespace dra::cdplugin {
 
-kubeletplugin::DriverResources PublishedResources(const std::string& node_name) {
+kubeletplugin::DriverResources PublishedResources(const std::string& node_name, bool with_daemon) {
   kubeletplugin::SliceContent slice;
   for (const char* type : {"channel", "daemon"}) {
+    if (!with_daemon && std::string(type) == "daemon") continue;
     k8s::Device d;
     d.name = std::string(type) + "-0";
     d.attributes["type"] = k8s::DeviceAttribute::String(type);
