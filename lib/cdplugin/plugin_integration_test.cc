@@ -1,12 +1,15 @@
 // The compute-domain-kubelet-plugin binary against the local control plane and a gb200-4x mock
 // driver root: the slice it publishes, a daemon claim's CDI spec, a channel claim held back until
 // a ComputeDomainClique marks this node's daemon Ready, allocationMode All, and the node label
-// coming and going. Everything lives in a fake Node and two namespaces of this test, removed at
-// the end.
+// coming and going; in hostManaged mode, a slice without daemon-0 and a channel claim held back
+// until a fake host nvidia-imex answers on its unix socket. Everything lives in a fake Node and two
+// namespaces of this test, removed at the end.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -107,7 +110,7 @@ class CdPluginIntegrationTest : public ::testing::Test {
     ASSERT_TRUE(cd.ok()) << cd.status();
     cd_uid_ = (*cd)["metadata"]["uid"];
 
-    const std::string root = tmp_.path() + "/root";
+    const std::string root = this->root();
     ASSERT_TRUE(dra::testing::MakeMockDriverRoot("gb200-4x", root).ok());
     for (const char* name : {"nvidia-imex", "nvidia-imex-ctl"}) {  // unless the fakes were built
       if (!fs::exists(root + "/usr/bin/" + name)) {
@@ -120,13 +123,17 @@ class CdPluginIntegrationTest : public ::testing::Test {
         .node_name = node_,
         .driver_root = root,
         .work_dir = tmp_.path(),
-        .extra_args = {"--namespace=" + driver_ns_, "-v=2",
-                       absl::StrCat("--healthcheck-port=", health_port_),
-                       absl::StrCat("--http-endpoint=127.0.0.1:", http_port_)},
+        .extra_args = ExtraArgs(),
         .driver_name = kDriver});
     plugin_->Start();
     ASSERT_TRUE(plugin_->WaitForSocket()) << "no DRA socket; see " << plugin_->log();
   }
+
+  virtual std::vector<std::string> ExtraArgs() {
+    return {"--namespace=" + driver_ns_, "-v=2", absl::StrCat("--healthcheck-port=", health_port_),
+            absl::StrCat("--http-endpoint=127.0.0.1:", http_port_)};
+  }
+  std::string root() const { return tmp_.path() + "/root"; }
 
   void TearDown() override {
     plugin_.reset();
@@ -390,6 +397,102 @@ TEST_F(CdPluginIntegrationTest, UnknownConfigFieldFailsAtOnce) {
   EXPECT_THAT(err, HasSubstr("permanent error"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(NodeLabel(), "");
+}
+
+// --imex-mode=hostManaged: the "host" IMEX daemon is the fake nvidia-imex serving its command
+// channel on <mock root>/etc/nvidia-imex/imex_ctrl.sock (the mock root has a /dev, so it is the
+// dev root), queried by the mock root's fake nvidia-imex-ctl.
+class CdPluginHostManagedTest : public CdPluginIntegrationTest {
+ protected:
+  std::vector<std::string> ExtraArgs() override {
+    std::vector<std::string> args = CdPluginIntegrationTest::ExtraArgs();
+    args.push_back("--imex-mode=hostManaged");
+    args.push_back("--feature-gates=HostManagedIMEXDaemon=true");
+    args.push_back("--imex-host-socket-path=/etc/nvidia-imex/imex_ctrl.sock");
+    return args;
+  }
+  void TearDown() override {
+    StopHostImex();
+    CdPluginIntegrationTest::TearDown();
+  }
+  void StartHostImex() {
+    const std::string dir = tmp_.path() + "/host-imex";
+    ASSERT_TRUE(MakeDirectories(dir, 0755).ok());
+    ASSERT_TRUE(MakeDirectories(root() + "/etc/nvidia-imex", 0755).ok());
+    ASSERT_TRUE(WriteFileAtomically(dir + "/nodes.cfg", "127.0.0.1\n").ok());
+    ASSERT_TRUE(WriteFileAtomically(
+                    dir + "/imex.cfg",
+                    absl::StrCat("SERVER_PORT=", FreePort(), "\nIMEX_NODE_CONFIG_FILE=", dir,
+                                 "/nodes.cfg\nIMEX_CMD_BIND_INTERFACE_IP=127.0.0.1\nIMEX_CMD_PORT=",
+                                 FreePort(), "\nIMEX_CMD_UNIX_DOMAIN_PATH=", root(),
+                                 "/etc/nvidia-imex/imex_ctrl.sock\n"))
+                    .ok());
+    const std::string binary = std::string(DRA_BINARY_DIR) + "/test/doubles/imex/nvidia-imex";
+    const std::string config = dir + "/imex.cfg", log = dir + "/imex.log";
+    imex_pid_ = fork();
+    if (imex_pid_ == 0) {
+      (void)freopen(log.c_str(), "w", stderr);
+      execl(binary.c_str(), "nvidia-imex", "-c", config.c_str(), nullptr);
+      _exit(127);
+    }
+    for (int i = 0; i < 100 && !fs::exists(root() + "/etc/nvidia-imex/imex_ctrl.sock"); ++i) {
+      usleep(50 * 1000);
+    }
+    ASSERT_TRUE(fs::exists(root() + "/etc/nvidia-imex/imex_ctrl.sock"))
+        << ReadFile(log).value_or("");
+  }
+  void StopHostImex() {
+    if (imex_pid_ <= 0) return;
+    kill(imex_pid_, SIGTERM);
+    waitpid(imex_pid_, nullptr, 0);
+    imex_pid_ = -1;
+  }
+  pid_t imex_pid_ = -1;
+};
+
+TEST_F(CdPluginHostManagedTest, OnlyChannelZeroAndChannelsWaitForTheHostDaemon) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 100 && names.empty(); ++i) {
+    auto list = client_->ListAll(ResourceSlice::kResource, "",
+                                 {.field_selector = "spec.nodeName=" + node_});
+    ASSERT_TRUE(list.ok()) << list.status();
+    for (const auto& item : (*list)["items"]) {
+      for (const auto& d : item["spec"]["devices"]) names.push_back(d["name"]);
+    }
+    if (names.empty()) usleep(100 * 1000);
+  }
+  EXPECT_THAT(names, ElementsAre("channel-0"));
+
+  // No host daemon: retryable, returned before the call's deadline with the ctl's output.
+  const std::string uid =
+      AllocatedClaim(user_ns_, "w", "channel-0", Config("ComputeDomainChannelConfig"));
+  std::vector<std::string> ids;
+  std::string err = Prepare(user_ns_, "w", uid, &ids, /*deadline_s=*/6);
+  EXPECT_THAT(err, HasSubstr("host-managed IMEX daemon not ready"));
+  EXPECT_THAT(err, HasSubstr("--u=" + root() + "/etc/nvidia-imex/imex_ctrl.sock"));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("permanent error")));
+
+  StartHostImex();
+  ids.clear();
+  err = Prepare(user_ns_, "w", uid, &ids);
+  EXPECT_EQ(err, "");
+  EXPECT_THAT(ids,
+              ElementsAre(absl::StrCat("k8s.compute-domain.nvidia.com/claim=", uid, "-channel-0")));
+  const cdi::Spec spec = Spec(uid);
+  ASSERT_EQ(spec.devices.size(), 1u);
+  ASSERT_EQ(spec.devices[0].container_edits.device_nodes.size(), 1u);
+  EXPECT_EQ(spec.devices[0].container_edits.device_nodes[0].path,
+            "/dev/nvidia-caps-imex-channels/channel0");
+  EXPECT_EQ(NodeLabel(), "");
+  EXPECT_EQ(Unprepare(user_ns_, "w", uid), "");
+
+  const std::string daemon =
+      AllocatedClaim(driver_ns_, "d", "daemon-0", Config("ComputeDomainDaemonConfig"));
+  ids.clear();
+  err = Prepare(driver_ns_, "d", daemon, &ids);
+  EXPECT_THAT(err, HasSubstr("ComputeDomain daemon claims are not supported when "
+                             "imex.mode=hostManaged"));
+  EXPECT_THAT(err, HasSubstr("permanent error"));
 }
 
 }  // namespace
