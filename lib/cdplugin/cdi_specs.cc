@@ -64,7 +64,7 @@ absl::StatusOr<driverroot::DeviceNodeInfo> ImexManagementCapability(
                                     .mode = cap->mode};
 }
 
-absl::StatusOr<std::unique_ptr<CdiSpecs>> CdiSpecs::Create(std::string cdi_root) {
+absl::StatusOr<std::unique_ptr<CdiSpecs>> CdiSpecs::Create(const std::string& cdi_root) {
   ASSIGN_OR_RETURN(auto claims, cdi::TransientSpecDir::Create(cdi_root, kCdiClaimKind));
   ASSIGN_OR_RETURN(auto base, cdi::TransientSpecDir::Create(cdi_root, kCdiDeviceKind));
   return std::unique_ptr<CdiSpecs>(new CdiSpecs(std::move(claims), std::move(base)));

@@ -66,7 +66,7 @@ absl::StatusOr<driverroot::DeviceNodeInfo> ImexManagementCapability(
 
 class CdiSpecs {
  public:
-  static absl::StatusOr<std::unique_ptr<CdiSpecs>> Create(std::string cdi_root);
+  static absl::StatusOr<std::unique_ptr<CdiSpecs>> Create(const std::string& cdi_root);
 
   // "k8s.compute-domain.nvidia.com/device=all".
   static std::string BaseDeviceId();

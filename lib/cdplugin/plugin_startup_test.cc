@@ -94,7 +94,7 @@ class StartupFailureTest : public ::testing::Test {
     edit(profile);
     const std::string path = dir_.path() + "/profile.json";
     std::ofstream(path) << profile.dump(2);
-    const std::string root = dir_.path() + "/root";
+    std::string root = dir_.path() + "/root";
     EXPECT_TRUE(dra::testing::MakeMockDriverRoot(path, root).ok());
     return root;
   }
