@@ -218,6 +218,10 @@ int main(int argc, char** argv) {
       "N", "pods", "regist", "probe", "entry", "READY", "budget", "total", "409", "<N", "MiB",
       "cpu-s", "MiBmax", "cpu-s", "MiBmax", "busy", "load", "apisrv", "etcd");
   for (const SimResult& r : results) {
+    if (r.daemons.empty()) {
+      std::printf("  %4d failed before the domain formed (see above)\n", r.nodes);
+      continue;
+    }
     Summary s = Summarize(r);
     double total = ComponentRequests(r, false);
     double conflicts = ComponentRequests(r, true);
@@ -239,6 +243,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\n  per-node spread (p50 / p90 / max seconds after create):\n");
   for (const SimResult& r : results) {
+    if (r.daemons.empty()) continue;
     auto pp = [](const std::vector<double>& v) {
       return absl::StrFormat("%5s %5s %5s", Secs(Percentile(v, 0.5)), Secs(Percentile(v, 0.9)),
                              Secs(v.empty() ? -1 : v.back()));
@@ -256,6 +261,7 @@ int main(int argc, char** argv) {
       "N=256; daemon peak RSS < %.0f MiB each\n",
       kReadyBudgetSeconds, kControllerRssBudgetMiB, kDaemonRssBudgetMiB);
   for (const SimResult& r : results) {
+    if (r.daemons.empty()) continue;
     Summary s = Summarize(r);
     std::printf("  N=%d: controller %.1f MiB %s, daemons max %.1f MiB %s\n", r.nodes,
                 r.controller.peak_rss_mib,
