@@ -67,16 +67,26 @@ int HealthStatus(int port) {
   return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : -1;  // field 1, varint
 }
 
+// A port that nothing listens on, from below the kernel's ephemeral range (32768-60999 by
+// default): a port handed out by bind(0) is ephemeral, and between the test's check and the
+// plugin's bind an outgoing connection of any process on this busy machine (the API server's
+// clients, the kubelets) may take it, failing the plugin with EADDRINUSE. Each call returns
+// another port.
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  (void)bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  static int next = 20000 + static_cast<int>(getpid() % 5000);
+  for (int tries = 0; tries < 5000; ++tries) {
+    const int port = next;
+    next = next + 1 < 30000 ? next + 1 : 20000;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  return 0;
 }
 
 class CdPluginIntegrationTest : public ::testing::Test {
