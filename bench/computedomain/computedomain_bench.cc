@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -50,7 +51,7 @@ constexpr double kDaemonRssBudgetMiB = 16;
 double Percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return -1;
   size_t i = std::min(sorted.size() - 1,
-                      static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5));
+                      static_cast<size_t>(std::lround(p * static_cast<double>(sorted.size() - 1))));
   return sorted[i];
 }
 

@@ -36,7 +36,9 @@ constexpr k8s::ResourceInfo kPolicyBinding{"admissionregistration.k8s.io", "v1",
 double ChildCpuSeconds() {
   rusage u{};
   ::getrusage(RUSAGE_CHILDREN, &u);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  auto s = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
   return s(u.ru_utime) + s(u.ru_stime);
 }
 
