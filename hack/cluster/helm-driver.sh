@@ -62,7 +62,22 @@ cmd_prepare_nodes() {
   local n profile t=$EPOCHREALTIME parent=${CHART_ROOT%/*}
   for n in $(select_nodes "$1"); do
     profile=$(profile_for "$n")
+    local before after
+    before=$(sha256sum "$(helm_root "$n")/var/lib/mock-nvml/profile.json" 2>/dev/null) || before=
     "$REPO_ROOT/test/doubles/make-driver-root.sh" "$profile" "$(helm_root "$n")" >/dev/null
+    after=$(sha256sum "$(helm_root "$n")/var/lib/mock-nvml/profile.json")
+    # Other hardware under a running plugin: its pod goes (the DaemonSet makes a new one, which
+    # discovers the new GPUs), as an operator restarts the driver after a hardware change. A pod
+    # that kept running would publish the old GPUs.
+    if [[ -n $before && $before != "$after" ]]; then
+      local pods
+      pods=$(kubectl get pods -A -l "$PLUGIN_SELECTOR" --field-selector "spec.nodeName=$n" \
+        -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null) || pods=
+      for p in $pods; do
+        kubectl -n "${p%%/*}" delete pod "${p#*/}" --wait=false >/dev/null &&
+          progress "$n: profile changed, restarting the plugin pod ${p#*/}"
+      done
+    fi
     in_node "$n" mkdir -p "$CHART_ROOT"
     # /run/nvidia becomes a shared mount point of its own in the node's namespace (the host's / is
     # private here, unlike on a systemd host): the chart mounts it with HostToContainer

@@ -194,7 +194,7 @@ EOF2
   kubectl -n "$DRIVER_NS" get pod "$old_pod" >/dev/null
   # SIGKILL from the host: the lease is not released, the standby must wait for it to expire.
   pid=$(for p in $(pgrep -f "(^|/)compute-domain-controller( |\$)"); do
-    tr '\0' '\n' <"/proc/$p/environ" | grep -qx "POD_NAME=$old_pod" && echo "$p"; done)
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "POD_NAME=$old_pod" && echo "$p"; done; true)
   [ -n "$pid" ]
   t0=$SECONDS
   kill -9 "$pid"

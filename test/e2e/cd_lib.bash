@@ -39,10 +39,14 @@ cd_nodes_up() {
   export CD_NODES
 }
 
-# cd_nodes_down: undoes cd_nodes_up for every node it started (back to run.sh's two nodes).
+# cd_nodes_down: undoes cd_nodes_up for every node beyond run.sh's two (any test of the file may
+# have started more), back to two nodes.
 cd_nodes_down() {
-  [[ -n ${CD_NODES:-} ]] || return 0
-  "$REPO_ROOT/hack/cluster/helm-driver.sh" unprepare-nodes --nodes "$CD_NODES" >&3 || true
+  local n names=()
+  source "$CLUSTER_DIR/nodes.env"
+  for n in $DRA_NODES; do if (($(node_idx "$n") > 2)); then names+=("$n"); fi; done
+  ((${#names[@]})) || return 0
+  "$REPO_ROOT/hack/cluster/helm-driver.sh" unprepare-nodes --nodes "${names[*]}" >&3 || true
   "$REPO_ROOT/hack/cluster/up.sh" --nodes 2 >&3
   source "$CLUSTER_DIR/nodes.env"
   CD_NODES=
