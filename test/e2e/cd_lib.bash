@@ -52,11 +52,13 @@ cd_nodes_down() {
   CD_NODES=
 }
 
-# cd_reprofile <node> <clique id>: the node's GPUs now report another clique; the plugin pod is
-# restarted so that it reads the fabric again (the Go driver re-reads it only every 10 min).
+# cd_reprofile <node> <clique id>: the node's GPUs now report another clique. prepare-nodes
+# restarts the node's plugin pod when the profile changes (the Go driver would re-read the fabric
+# only every 10 min); this waits for the new pod.
 cd_reprofile() {
+  local old; old=$(plugin_pod "$1")
   "$REPO_ROOT/hack/cluster/helm-driver.sh" prepare-nodes --nodes "$1" --profile "$1=$(cd_profile "$2")" >&3
-  restart_plugin "$1"
+  wait_plugin_ready "$1" "$old"
   wait_cd_plugin_ready "$1"
 }
 
