@@ -20,6 +20,9 @@ enable_non_free() {
 PACKAGES=(
   # build toolchain
   build-essential cmake ninja-build pkg-config ccache clang clang-format clang-tidy lld
+  # clang's runtimes (libFuzzer, its ASan/UBSan) for the fuzz preset (hack/fuzz.sh); bookworm's
+  # clang is 14, and libclang-common-14-dev no longer pulls them in
+  libclang-rt-14-dev
   # C++ libraries
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libssl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs dependencies, builds Kubernetes (cached) and
 # the C++ tree, runs the unit tests under ASan+UBSan, the static checks (clang -Wthread-safety,
-# clang-tidy: hack/static-checks.sh), starts the local cluster, and runs unit and integration tests
-# against it in one ctest run, then the end-to-end scenarios. Exits non-zero on
-# any failure. The last line counts every result: `all: N passed, N failed, N skipped`.
+# clang-tidy: hack/static-checks.sh), runs every libFuzzer target briefly (hack/fuzz.sh), starts
+# the local cluster, and runs unit and integration tests against it in one ctest run, then the
+# end-to-end scenarios. Exits non-zero on any failure. The last line counts every result:
+# `all: N passed, N failed, N skipped`.
 #
 #   --fresh  Run as on a new machine. Every cache the suite fills (Kubernetes/etcd/containerd
 #            binaries and images, the Go module and build caches, ccache) and all cluster and node
@@ -14,7 +15,8 @@
 #            build/, i.e. a fresh clone:
 #              git clone . /tmp/dra-fresh-clone && /tmp/dra-fresh-clone/hack/test.sh --fresh
 #
-# Environment: DRA_TEST_ASAN=0 skips the sanitizer build, DRA_TEST_STATIC=0 the static checks;
+# Environment: DRA_TEST_ASAN=0 skips the sanitizer build, DRA_TEST_STATIC=0 the static checks,
+# DRA_TEST_FUZZ=0 the fuzzing (DRA_TEST_FUZZ_SECONDS per target, default 10);
 # DRA_KEEP_CLUSTER=1 leaves a cluster that this script started running afterwards.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,7 +26,7 @@ fresh=0
 case ${1:-} in
   --fresh) fresh=1 ;;
   "") ;;
-  -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "usage: $0 [--fresh]" >&2; exit 2 ;;
 esac
 
@@ -35,7 +37,7 @@ step() {
 }
 start=$SECONDS
 finished=0 a_passed=0 a_failed=0 a_skipped=0 c_passed=0 c_failed=0 c_skipped=0
-s_passed=0 s_failed=0 s_skipped=0
+s_passed=0 s_failed=0 s_skipped=0 f_passed=0 f_failed=0 f_skipped=0
 
 # --fresh: point every cache and state location at a new folder before lib.sh reads them.
 FRESH_ROOT= FRESH_RUN=
@@ -63,7 +65,7 @@ source hack/cluster/lib.sh
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=true
 JOBS=${DRA_BUILD_JOBS:-$(nproc)}
 
-asan_log=$(mktemp) ctest_log=$(mktemp) e2e_log=$(mktemp) static_log=$(mktemp)
+asan_log=$(mktemp) ctest_log=$(mktemp) e2e_log=$(mktemp) static_log=$(mktemp) fuzz_log=$(mktemp)
 started_cluster=0
 rc=0
 
@@ -87,8 +89,8 @@ cleanup() {
   if ((!finished)); then
     # A step died under `set -e` before the results were counted: say so in the closing line too.
     echo "[test] error: stopped with exit code $code during: $current_step" >&2
-    echo "all: $((a_passed + s_passed + c_passed)) passed, $((a_failed + s_failed + c_failed + 1)) failed," \
-      "$((a_skipped + s_skipped + c_skipped)) skipped"
+    echo "all: $((a_passed + s_passed + f_passed + c_passed)) passed, $((a_failed + s_failed + f_failed + c_failed + 1)) failed," \
+      "$((a_skipped + s_skipped + f_skipped + c_skipped)) skipped"
   fi
   if [[ $started_cluster == 1 && ${DRA_KEEP_CLUSTER:-0} == 1 ]]; then
     [[ -z $FRESH_ROOT ]] || step "--fresh: the cluster still runs from $FRESH_ROOT (DRA_KEEP_CLUSTER=1)"
@@ -99,7 +101,7 @@ cleanup() {
     fi
     remove_fresh_root
   fi
-  rm -f "$asan_log" "$ctest_log" "$e2e_log" "$static_log"
+  rm -f "$asan_log" "$ctest_log" "$e2e_log" "$static_log" "$fuzz_log"
 }
 trap cleanup EXIT
 
@@ -160,6 +162,13 @@ if [[ ${DRA_TEST_STATIC:-1} != 0 ]]; then
   echo "static: $s_passed passed, $s_failed failed, $s_skipped skipped"
 fi
 
+if [[ ${DRA_TEST_FUZZ:-1} != 0 ]]; then
+  step "fuzzing: every libFuzzer target for ${DRA_TEST_FUZZ_SECONDS:-10}s (hack/fuzz.sh)"
+  hack/fuzz.sh "${DRA_TEST_FUZZ_SECONDS:-10}" 2>&1 | tee "$fuzz_log" || rc=1
+  read -r f_passed f_failed f_skipped < <(sed -nE 's/^fuzz: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/p' \
+    "$fuzz_log" | tail -n 1 | grep . || echo "0 1 0")
+fi
+
 step "local control plane"
 if ! hack/cluster/status.sh >/dev/null 2>&1; then
   started_cluster=1
@@ -177,14 +186,15 @@ test/e2e/run.sh 2>&1 | tee "$e2e_log" || rc=1
 
 read -r c_passed c_failed c_skipped < <(ctest_counts "$ctest_log")
 read -r e_passed e_failed e_skipped < <(e2e_counts "$e2e_log")
-failed=$((a_failed + s_failed + c_failed + e_failed))
+failed=$((a_failed + s_failed + f_failed + c_failed + e_failed))
 ((failed == 0)) || rc=1
 finished=1
 step "done in $((SECONDS - start))s"
 echo "asan-unit: $a_passed passed, $a_failed failed, $a_skipped skipped"
 echo "static: $s_passed passed, $s_failed failed, $s_skipped skipped"
+echo "fuzz: $f_passed passed, $f_failed failed, $f_skipped skipped"
 echo "ctest: $c_passed passed, $c_failed failed, $c_skipped skipped"
 echo "e2e: $e_passed passed, $e_failed failed, $e_skipped skipped"
-echo "all: $((a_passed + s_passed + c_passed + e_passed)) passed, $failed failed," \
-  "$((a_skipped + s_skipped + c_skipped + e_skipped)) skipped"
+echo "all: $((a_passed + s_passed + f_passed + c_passed + e_passed)) passed, $failed failed," \
+  "$((a_skipped + s_skipped + f_skipped + c_skipped + e_skipped)) skipped"
 exit "$rc"

@@ -1,5 +1,6 @@
 // The libFuzzer entry point of one lib/k8s fuzz target (fuzz_targets.h), chosen at build time with
-// -DDRA_K8S_FUZZ_TARGET=<HttpResponse|WatchStream|Objects>. Only built with -DDRA_FUZZ=ON.
+// -DDRA_K8S_FUZZ_TARGET=<HttpResponse|WatchStream|Objects|Kubeconfig>. Only built with
+// -DDRA_FUZZ=ON (the fuzz preset).
 
 #include <cstddef>
 #include <cstdint>

@@ -70,7 +70,11 @@ void ReplayAndMutate(const std::string& name, const Target& target) {
                                            "\r\n\r\n",
                                            "Transfer-Encoding: chunked\r\n",
                                            "Content-Length: 5\r\n",
-                                           "ffff\r\n"};
+                                           "ffff\r\n",
+                                           "current-context: ",
+                                           "- name: ",
+                                           "  cluster:\n",
+                                           "client-key-data: "};
   std::mt19937 rng(dra::testing::EnvOr("DRA_K8S_FUZZ_SEED", 20240607));
   const uint64_t iterations = dra::testing::EnvOr("DRA_K8S_FUZZ_ITERATIONS", 20000);
   for (uint64_t i = 0; i < iterations; ++i) {
@@ -96,6 +100,7 @@ TEST(K8sFuzzReplayTest, ValidObjectSeedsDecode) {
 TEST(K8sFuzzReplayTest, HttpResponse) { ReplayAndMutate("http_response", HttpResponse); }
 TEST(K8sFuzzReplayTest, WatchStream) { ReplayAndMutate("watch", WatchStream); }
 TEST(K8sFuzzReplayTest, Objects) { ReplayAndMutate("objects", Objects); }
+TEST(K8sFuzzReplayTest, Kubeconfig) { ReplayAndMutate("kubeconfig", Kubeconfig); }
 
 }  // namespace
 }  // namespace dra::k8s::fuzz

@@ -8,6 +8,7 @@
 #include "lib/common/json_access.h"
 #include "lib/k8s/http_parse.h"
 #include "lib/k8s/objects_resource.h"
+#include "lib/k8s/rest_config.h"
 #include "lib/k8s/wire_decode.h"
 
 namespace dra::k8s::fuzz {
@@ -86,6 +87,29 @@ void Objects(const uint8_t* data, size_t size) {
   for (const nlohmann::json& item : page->items) {
     if (!item.is_object()) Violation("list item is not an object");
     DecodeObject(item);
+  }
+}
+
+void Kubeconfig(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  auto read = [](const std::string& path) -> absl::StatusOr<std::string> {
+    if (path.find("missing") != std::string::npos) return absl::NotFoundError(path);
+    return std::string("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  };
+  for (const char* context : {"", "other"}) {
+    absl::StatusOr<RestConfig> cfg = ParseKubeconfig(text, "/fuzz/kubeconfig", context, read);
+    if (!cfg.ok()) {
+      if (cfg.status().message().find("/fuzz/kubeconfig") == absl::string_view::npos) {
+        Violation("kubeconfig error does not name the file");
+      }
+      continue;
+    }
+    if (cfg->server.rfind("https://", 0) != 0 && cfg->server.rfind("http://", 0) != 0) {
+      Violation("kubeconfig accepted a server that is not an http(s) URL");
+    }
+    if (cfg->client_cert_pem.empty() != cfg->client_key_pem.empty()) {
+      Violation("kubeconfig accepted a client certificate without its key");
+    }
   }
 }
 

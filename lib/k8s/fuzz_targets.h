@@ -2,11 +2,12 @@
 
 // Fuzz entry points for what lib/k8s reads from the network: the HTTP/1.1 response parser
 // (http_parse.h), the watch stream (line splitter, envelope, objects; wire_decode.h) and API object
-// decoding (list pages, ResourceClaim, ResourceSlice). Each takes any bytes, checks invariants and
-// aborts on a violation (a crash is what a fuzzer reports); none may throw.
+// decoding (list pages, ResourceClaim, ResourceSlice), plus the kubeconfig parser (rest_config.h).
+// Each takes any bytes, checks invariants and aborts on a violation (a crash is what a fuzzer
+// reports); none may throw.
 //
 // Built twice: into k8s_fuzz_replay_test, which replays lib/k8s/fuzz_corpus/<target>/ in the unit
-// tests, and (cmake -DDRA_FUZZ=ON with clang) into one libFuzzer binary per target through
+// tests, and (the fuzz preset, cmake/fuzz.cmake) into one libFuzzer binary per target through
 // fuzz_main.cc, e.g.
 //   build/fuzz/lib/k8s/k8s_watch_fuzzer lib/k8s/fuzz_corpus/watch
 
@@ -21,5 +22,8 @@ void HttpResponse(const uint8_t* data, size_t size);
 void WatchStream(const uint8_t* data, size_t size);
 // Bytes as a list response or a single ResourceClaim / ResourceSlice.
 void Objects(const uint8_t* data, size_t size);
+// Bytes as a kubeconfig file; files it names read as a fixed PEM text, except names containing
+// "missing", which do not exist.
+void Kubeconfig(const uint8_t* data, size_t size);
 
 }  // namespace dra::k8s::fuzz

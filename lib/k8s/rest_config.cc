@@ -44,7 +44,8 @@ absl::StatusOr<YAML::Node> FindNamed(const YAML::Node& root, const char* list, c
 // Reads PEM from an inline base64 `<key>-data` field or from a file field `<key>` (relative paths
 // are relative to the kubeconfig's directory, as kubectl does).
 absl::StatusOr<std::string> PemField(const YAML::Node& node, const std::string& key,
-                                     const std::filesystem::path& base, absl::string_view path) {
+                                     const std::filesystem::path& base, absl::string_view path,
+                                     const KubeconfigFileReader& read_file) {
   std::string data = Str(node, (key + "-data").c_str());
   if (!data.empty()) {
     std::string decoded;
@@ -58,7 +59,7 @@ absl::StatusOr<std::string> PemField(const YAML::Node& node, const std::string& 
   if (file.empty()) return std::string();
   std::filesystem::path p(file);
   if (p.is_relative()) p = base / p;
-  auto contents = ReadFile(p.string());
+  auto contents = read_file(p.string());
   if (!contents.ok()) {
     return Annotate(contents.status(), absl::StrCat("kubeconfig ", path, ": ", key));
   }
@@ -70,9 +71,15 @@ absl::StatusOr<std::string> PemField(const YAML::Node& node, const std::string& 
 absl::StatusOr<RestConfig> LoadKubeconfig(const std::string& path, const std::string& context) {
   auto text = ReadFile(path);
   if (!text.ok()) return Annotate(text.status(), "read kubeconfig");
+  return ParseKubeconfig(*text, path, context, [](const std::string& p) { return ReadFile(p); });
+}
+
+absl::StatusOr<RestConfig> ParseKubeconfig(absl::string_view text, const std::string& path,
+                                           const std::string& context,
+                                           const KubeconfigFileReader& read_file) {
   YAML::Node root;
   try {
-    root = YAML::Load(*text);
+    root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("kubeconfig ", path, ": not valid YAML: ", e.what()));
@@ -103,12 +110,13 @@ absl::StatusOr<RestConfig> LoadKubeconfig(const std::string& path, const std::st
     }
     cfg.insecure_skip_tls_verify = Str(cluster, "insecure-skip-tls-verify") == "true";
     cfg.tls_server_name = Str(cluster, "tls-server-name");
-    ASSIGN_OR_RETURN(cfg.ca_pem, PemField(cluster, "certificate-authority", base, path));
+    ASSIGN_OR_RETURN(cfg.ca_pem, PemField(cluster, "certificate-authority", base, path, read_file));
     std::string user_name = Str(ctx, "user");
     if (!user_name.empty()) {
       ASSIGN_OR_RETURN(YAML::Node user, FindNamed(root, "users", "user", user_name, path));
-      ASSIGN_OR_RETURN(cfg.client_cert_pem, PemField(user, "client-certificate", base, path));
-      ASSIGN_OR_RETURN(cfg.client_key_pem, PemField(user, "client-key", base, path));
+      ASSIGN_OR_RETURN(cfg.client_cert_pem,
+                       PemField(user, "client-certificate", base, path, read_file));
+      ASSIGN_OR_RETURN(cfg.client_key_pem, PemField(user, "client-key", base, path, read_file));
       if (cfg.client_cert_pem.empty() != cfg.client_key_pem.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("kubeconfig ", path, ": user \"", user_name,

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target (cmake/fuzz.cmake) for a bounded time, seeded from its corpus under
+# lib/*/fuzz_corpus, and prints per target the executions per second and libFuzzer's coverage
+# numbers (cov: instrumented edges reached, ft: features) at the start (seeds only) and the end.
+#
+#   hack/fuzz.sh [--no-build] [SECONDS] [TARGET...]
+#
+# SECONDS per target (default 60); TARGETs are the short names below (default: all). Without
+# --no-build it configures the `fuzz` preset (clang, build/fuzz) and builds the `fuzzers` target.
+# New inputs libFuzzer finds go to build/fuzz/fuzz-work/<target>/ (emptied at each run), so the
+# repository's corpora only change by hand. A crash, leak, timeout or out-of-memory input is kept
+# as build/fuzz/fuzz-artifacts/<target>-crash-<sha1>; turn it into a corpus file of that target
+# (the replay tests then run it in every CI build) and fix the code. Reproduce one with
+#   build/fuzz/<binary> <file>
+# The last line counts the targets: `fuzz: N passed, N failed, 0 skipped` (failed: a finding, or a
+# fuzzer that did not run).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+# short name, binary under the build dir, seed corpus
+TARGETS=(
+  "api_config lib/api/api_config_fuzzer lib/api/fuzz_corpus"
+  "webhook_admission lib/webhook/webhook_admission_fuzzer lib/webhook/fuzz_corpus"
+  "checkpoint lib/checkpoint/checkpoint_fuzzer lib/checkpoint/fuzz_corpus"
+  "cdi_spec lib/cdi/cdi_spec_fuzzer lib/cdi/fuzz_corpus"
+  "k8s_http_response lib/k8s/k8s_http_response_fuzzer lib/k8s/fuzz_corpus/http_response"
+  "k8s_watch lib/k8s/k8s_watch_fuzzer lib/k8s/fuzz_corpus/watch"
+  "k8s_objects lib/k8s/k8s_objects_fuzzer lib/k8s/fuzz_corpus/objects"
+  "k8s_kubeconfig lib/k8s/k8s_kubeconfig_fuzzer lib/k8s/fuzz_corpus/kubeconfig"
+)
+
+build=1
+if [[ ${1:-} == --no-build ]]; then
+  build=0
+  shift
+fi
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
+seconds=60
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+  seconds=$1
+  shift
+fi
+wanted=("$@")
+
+BUILD=$ROOT/build/fuzz
+if ((build)); then
+  cmake --preset fuzz >/dev/null
+  cmake --build "$BUILD" --target fuzzers -j "${DRA_BUILD_JOBS:-$(nproc)}"
+fi
+
+work=$BUILD/fuzz-work artifacts=$BUILD/fuzz-artifacts logs=$BUILD/fuzz-logs
+mkdir -p "$work" "$artifacts" "$logs"
+
+# Prints "<cov> <ft>" from the last libFuzzer status line of $1 that carries `marker`.
+cov_ft() {
+  grep -E "^#[0-9]+[[:space:]]+$2 " "$1" | tail -n 1 |
+    sed -nE 's/.* cov: ([0-9]+) ft: ([0-9]+).*/\1 \2/p'
+}
+stat() { sed -nE "s/^stat::$2: *([0-9]+).*/\1/p" "$1" | tail -n 1; }
+
+passed=0 failed=0
+printf '%-18s %10s %8s %14s %14s %6s  %s\n' target execs execs/s "cov seed->end" "ft seed->end" \
+  corpus result
+for row in "${TARGETS[@]}"; do
+  read -r name bin corpus <<<"$row"
+  if ((${#wanted[@]})) && [[ " ${wanted[*]} " != *" $name "* ]]; then
+    continue
+  fi
+  log=$logs/$name.log
+  if [[ ! -x $BUILD/$bin ]]; then
+    printf '%-18s missing %s (build the fuzz preset)\n' "$name" "$BUILD/$bin"
+    failed=$((failed + 1))
+    continue
+  fi
+  rm -rf "${work:?}/$name"
+  mkdir -p "$work/$name"
+  status=0
+  # -timeout: one input running 10 s is a finding (a hang); seeds are read, never written.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$BUILD/$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/$name-" "$work/$name" "$ROOT/$corpus" >"$log" 2>&1 || status=$?
+  read -r cov0 ft0 < <(cov_ft "$log" INITED || true) || true
+  read -r cov1 ft1 < <(cov_ft "$log" 'DONE' || cov_ft "$log" '(NEW|REDUCE|pulse)' || true) || true
+  if [[ -z ${cov1:-} ]]; then
+    read -r cov1 ft1 < <(grep -E '^#[0-9]+' "$log" | tail -n 1 |
+      sed -nE 's/.* cov: ([0-9]+) ft: ([0-9]+).*/\1 \2/p') || true
+  fi
+  execs=$(stat "$log" number_of_executed_units) rate=$(stat "$log" average_exec_per_sec)
+  files=$(find "$work/$name" -type f | wc -l)
+  result=ok
+  if ((status != 0)); then
+    result="FINDING (exit $status): $(grep -m1 -E 'ERROR: |runtime error|fuzz invariant|deadly signal' "$log" || echo "see $log")"
+    failed=$((failed + 1))
+  else
+    passed=$((passed + 1))
+  fi
+  printf '%-18s %10s %8s %14s %14s %6s  %s\n' "$name" "${execs:-?}" "${rate:-?}" \
+    "${cov0:-?}->${cov1:-?}" "${ft0:-?}->${ft1:-?}" "+$files" "$result"
+  if ((status != 0)); then
+    ls "$artifacts/$name-"* 2>/dev/null | sed 's/^/    input: /'
+    echo "    log: $log"
+  fi
+  cov0= ft0= cov1= ft1=
+done
+echo "fuzz: $passed passed, $failed failed, 0 skipped (${seconds}s per target)"
+((failed == 0))
