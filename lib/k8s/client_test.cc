@@ -47,6 +47,95 @@ TEST(ClientRetryTest, GivesUpAfterMaxRetriesWithTheReason) {
   EXPECT_EQ(server.requests().size(), 3u);
 }
 
+constexpr char kInternal[] =
+    R"({"kind":"Status","status":"Failure","message":"etcdserver: leader changed","reason":"InternalError","code":500})";
+constexpr char kUnavailable[] =
+    R"({"kind":"Status","status":"Failure","message":"starting","reason":"ServiceUnavailable","code":503})";
+
+// Gaps between consecutive requests the server saw.
+std::vector<absl::Duration> Gaps(CannedHttpServer& server) {
+  std::vector<absl::Duration> gaps;
+  auto reqs = server.requests();
+  for (size_t i = 1; i < reqs.size(); ++i) gaps.push_back(reqs[i].second - reqs[i - 1].second);
+  return gaps;
+}
+
+// An API server answering 500 for a while (etcd leader change, restarting aggregated API): reads
+// are retried with exponentially growing gaps and the call succeeds once the server recovers.
+TEST(ClientRetryTest, RetriesServerErrorsOnReadsWithGrowingBackoffThenRecovers) {
+  CannedHttpServer server(
+      {{500, kInternal, ""}, {500, kInternal, ""}, {500, kInternal, ""}, {200, kNode, ""}});
+  auto client = ClientFor(server, {.retry_backoff = {.initial = absl::Milliseconds(50),
+                                                     .max = absl::Seconds(1),
+                                                     .factor = 2.0,
+                                                     .jitter = 0}});
+  auto node = client->Get(Node::kResource, "", "n1");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)["metadata"]["name"], "n1");
+  std::vector<absl::Duration> gaps = Gaps(server);
+  ASSERT_EQ(gaps.size(), 3u);
+  EXPECT_GE(gaps[0], absl::Milliseconds(50));
+  EXPECT_GE(gaps[1], absl::Milliseconds(100));
+  EXPECT_GE(gaps[2], absl::Milliseconds(200));
+}
+
+// 429s with Retry-After, then 503s, then success: every Retry-After is waited out in full, and the
+// call recovers without the caller seeing an error.
+TEST(ClientRetryTest, RidesOutAnOverloadWindowHonouringRetryAfter) {
+  CannedHttpServer server({{429, kTooMany, "Retry-After: 1\r\n"},
+                           {429, kTooMany, "Retry-After: 1\r\n"},
+                           {503, kUnavailable, "Retry-After: 1\r\n"},
+                           {200, kNode, ""}});
+  auto client = ClientFor(server);
+  auto created = client->Create(Node::kResource, "", nlohmann::json::parse(kNode));
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::vector<absl::Duration> gaps = Gaps(server);
+  ASSERT_EQ(gaps.size(), 3u);
+  for (absl::Duration gap : gaps) EXPECT_GE(gap, absl::Milliseconds(950));
+  for (const auto& [line, at] : server.requests()) EXPECT_EQ(line, "POST /api/v1/nodes HTTP/1.1");
+}
+
+// A Retry-After shorter than the backoff does not shorten it: a server that keeps answering
+// "Retry-After: 0" still sees growing gaps.
+TEST(ClientRetryTest, BackoffGrowsEvenWhenRetryAfterIsZero) {
+  CannedHttpServer server({{429, kTooMany, "Retry-After: 0\r\n"},
+                           {429, kTooMany, "Retry-After: 0\r\n"},
+                           {429, kTooMany, "Retry-After: 0\r\n"},
+                           {200, kNode, ""}});
+  auto client = ClientFor(server, {.retry_backoff = {.initial = absl::Milliseconds(100),
+                                                     .max = absl::Seconds(1),
+                                                     .factor = 2.0,
+                                                     .jitter = 0}});
+  ASSERT_TRUE(client->Get(Node::kResource, "", "n1").ok());
+  std::vector<absl::Duration> gaps = Gaps(server);
+  ASSERT_EQ(gaps.size(), 3u);
+  EXPECT_GE(gaps[0], absl::Milliseconds(100));
+  EXPECT_GE(gaps[1], absl::Milliseconds(200));
+  EXPECT_GE(gaps[2], absl::Milliseconds(400));
+}
+
+// A write answered with a plain 500 may have been applied: it is not sent again.
+TEST(ClientRetryTest, DoesNotRetryAPlainServerErrorOnAWrite) {
+  CannedHttpServer server({{500, kInternal, ""}, {201, kNode, ""}});
+  auto client = ClientFor(server);
+  auto r = client->Create(Node::kResource, "", nlohmann::json::parse(kNode));
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("leader changed"));
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+// A server that never recovers costs max_retries + 1 requests, then its error.
+TEST(ClientRetryTest, ServerErrorsOnReadsGiveUpAfterMaxRetries) {
+  CannedHttpServer server({{500, kInternal, ""}});
+  auto client = ClientFor(server, {.max_retries = 2,
+                                   .retry_backoff = {.initial = absl::Milliseconds(10),
+                                                     .max = absl::Milliseconds(10)}});
+  auto r = client->Get(Node::kResource, "", "n1");
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("get nodes n1"));
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
 TEST(ClientRetryTest, DoesNotRetryOtherErrors) {
   CannedHttpServer server(
       {{409, R"({"kind":"Status","reason":"Conflict","message":"changed"})", ""}});
