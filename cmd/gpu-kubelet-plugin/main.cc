@@ -110,6 +110,13 @@ int main(int argc, char** argv) {
                   "say an application failed, in addition to 13,31,43,45,68,109. Such an XID "
                   "taints the device with effect None (still schedulable, still healthy); any "
                   "other XID taints it NoSchedule and reports it unhealthy to the kubelet.");
+  flags.AddDuration("health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD",
+                    &c.health_recovery_quiet_period,
+                    "With the feature gate NVMLDeviceHealthCheck: a device tainted NoSchedule for "
+                    "a critical XID or a lost GPU that sees no such event for this long is "
+                    "re-checked through NVML and, if its queries succeed, untainted and reported "
+                    "healthy again (a Node event DeviceHealthRecovered records it). 0 disables "
+                    "recovery: taints stay until the plugin restarts, as in the Go driver.");
   flags.AddDuration("cleanup-interval", "CLEANUP_INTERVAL", &c.cleanup_interval,
                     "How often prepared claims whose ResourceClaim is gone are unprepared.");
   flags.AddLoggingFlags();

@@ -51,19 +51,22 @@ std::set<uint64_t> ParseAdditionalIgnoredXids(const std::string& value) {
 }
 
 DeviceHealthTracker::DeviceHealthTracker(std::string pool, std::vector<std::string> devices,
-                                         std::set<uint64_t> additional_ignored_xids)
-    : pool_(std::move(pool)), ignored_xids_([&] {
+                                         std::set<uint64_t> additional_ignored_xids,
+                                         absl::Duration recovery_quiet_period)
+    : pool_(std::move(pool)),
+      ignored_xids_([&] {
         std::set<uint64_t> all = DefaultIgnoredXids();
         all.insert(additional_ignored_xids.begin(), additional_ignored_xids.end());
         return all;
-      }()) {
+      }()),
+      quiet_period_(recovery_quiet_period) {
   absl::MutexLock lock(&mu_);
   for (std::string& d : devices) devices_[std::move(d)];
 }
 
 namespace {
 
-// Health only gets worse until the plugin restarts: Healthy, then Unknown, then Unhealthy.
+// Events only make health worse: Healthy, then Unknown, then Unhealthy (only Recover heals).
 int Severity(HealthStatus s) {
   switch (s) {
     case HealthStatus::kHealthy:
@@ -94,6 +97,11 @@ bool DeviceHealthTracker::Mark(const std::vector<std::string>& devices,
       changed = true;
     }
     changed |= inserted;
+    if (status == HealthStatus::kUnhealthy) {
+      // Every critical event restarts the quiet period, whether or not it changed anything.
+      s.last_fault = now;
+      if (s.status != HealthStatus::kUnhealthy) s.unhealthy_since = now;
+    }
     if (status && Severity(*status) >= Severity(s.status) &&
         (s.status != *status || s.message != message)) {
       s.status = *status;
@@ -125,6 +133,40 @@ bool DeviceHealthTracker::OnUnmonitored(const std::vector<std::string>& devices,
                                         const std::string& reason, absl::Time now) {
   return Mark(devices, MakeTaint(kTaintUnmonitored, "", "None"), HealthStatus::kUnknown,
               absl::StrCat("health is not monitored: ", reason), now);
+}
+
+bool DeviceHealthTracker::DueLocked(const State& s, absl::Time now) const {
+  return quiet_period_ > absl::ZeroDuration() && s.status == HealthStatus::kUnhealthy &&
+         s.last_fault != absl::InfinitePast() && now - s.last_fault >= quiet_period_;
+}
+
+std::vector<std::string> DeviceHealthTracker::RecoveryDue(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, s] : devices_) {
+    if (DueLocked(s, now)) out.push_back(name);
+  }
+  return out;
+}
+
+std::optional<absl::Duration> DeviceHealthTracker::Recover(const std::string& device,
+                                                           absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = devices_.find(device);
+  if (it == devices_.end() || !DueLocked(it->second, now)) return std::nullopt;
+  State& s = it->second;
+  s.taints.erase(kTaintXid);
+  s.taints.erase(kTaintGpuLost);
+  // An unmonitored taint would have made the device Unknown-or-worse for good; keep its health
+  // at Unknown then rather than claiming a health nobody watches.
+  s.status = s.taints.contains(kTaintUnmonitored) ? HealthStatus::kUnknown : HealthStatus::kHealthy;
+  s.message = absl::StrCat("recovered: no critical event for ", absl::FormatDuration(quiet_period_),
+                           " and NVML answers");
+  s.updated = now;
+  s.last_fault = absl::InfinitePast();
+  absl::Duration unhealthy_for = now - s.unhealthy_since;
+  s.unhealthy_since = absl::InfinitePast();
+  return unhealthy_for;
 }
 
 std::vector<k8s::DeviceTaint> DeviceHealthTracker::Taints(const std::string& device) const {
@@ -198,7 +240,7 @@ absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> DeviceHealthMonitor::Start(
       continue;
     }
     DRA_WARNING("GPU health is not monitored", "gpu", uuid, "err", s);
-    changed |= tracker->OnUnmonitored(it->second, std::string(s.message()), absl::Now());
+    changed |= tracker->OnUnmonitored(it->second, std::string(s.message()), options.clock->Now());
     it = by_gpu.erase(it);
   }
   std::unique_ptr<DeviceHealthMonitor> monitor(
@@ -244,13 +286,15 @@ void DeviceHealthMonitor::Loop() {
   const auto timeout_ms =
       static_cast<unsigned int>(absl::ToInt64Milliseconds(options_.wait_timeout));
   while (!stop_.HasBeenNotified()) {
+    // Before every wait, so also after one that timed out: at most wait_timeout late.
+    CheckRecovery();
     absl::StatusOr<nvml::Event> event = events_.Wait(timeout_ms);
     bool changed = false;
     if (!event.ok()) {
       if (nvml::IsNvmlError(event.status(), nvml::ReturnCode::kTimeout)) continue;
       if (nvml::IsNvmlError(event.status(), nvml::ReturnCode::kGpuIsLost)) {
         DRA_WARNING("device health: a GPU is lost; marking every device", "err", event.status());
-        changed = tracker_->OnGpuLost(AllDevices(), absl::Now());
+        changed = tracker_->OnGpuLost(AllDevices(), options_.clock->Now());
       } else {
         // Other errors are transient as far as anyone knows; do not spin on them.
         DRA_VLOG(4, "device health: event wait failed", "err", event.status());
@@ -261,7 +305,7 @@ void DeviceHealthMonitor::Loop() {
     } else if (absl::StatusOr<std::string> uuid = event->device.Uuid(); !uuid.ok()) {
       DRA_WARNING("device health: the event's GPU has no UUID; treating every GPU as lost", "err",
                   uuid.status());
-      changed = tracker_->OnGpuLost(AllDevices(), absl::Now());
+      changed = tracker_->OnGpuLost(AllDevices(), options_.clock->Now());
     } else if (auto it =
                    placements_.find({*uuid, event->gpu_instance_id, event->compute_instance_id});
                it == placements_.end()) {
@@ -270,9 +314,40 @@ void DeviceHealthMonitor::Loop() {
     } else {
       DRA_WARNING("device health: XID event", "device", it->second, "gpu", *uuid, "xid",
                   event->data);
-      changed = tracker_->OnXid(it->second, event->data, absl::Now());
+      changed = tracker_->OnXid(it->second, event->data, options_.clock->Now());
     }
     if (changed && on_change_) on_change_();
+  }
+}
+
+absl::Status DeviceHealthMonitor::Probe(const std::string& device) const {
+  if (options_.probe) return options_.probe(device);
+  for (const auto& [placement, name] : placements_) {
+    if (name != device) continue;
+    const std::string& uuid = std::get<0>(placement);
+    ASSIGN_OR_RETURN(nvml::Device gpu, session_.DeviceByUuid(uuid));
+    ASSIGN_OR_RETURN(std::string got, gpu.Uuid());
+    if (got != uuid) {
+      return absl::InternalError(absl::StrCat("NVML answers UUID ", got, " for GPU ", uuid));
+    }
+    return gpu.Memory().status();
+  }
+  return absl::NotFoundError(absl::StrCat("device ", device, " is not monitored"));
+}
+
+void DeviceHealthMonitor::CheckRecovery() {
+  for (const std::string& device : tracker_->RecoveryDue(options_.clock->Now())) {
+    if (absl::Status s = Probe(device); !s.ok()) {
+      DRA_VLOG(2, "device health: recovery check failed; the device stays unhealthy", "device",
+               device, "err", s);
+      continue;
+    }
+    std::optional<absl::Duration> was = tracker_->Recover(device, options_.clock->Now());
+    if (!was) continue;  // a new fault came while probing
+    DRA_INFO("device health: device recovered; taint removed, reported healthy", "device", device,
+             "unhealthyFor", absl::FormatDuration(*was));
+    if (on_change_) on_change_();
+    if (options_.on_recovered) options_.on_recovered(device, *was);
   }
 }
 

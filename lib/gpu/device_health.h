@@ -9,9 +9,14 @@
 //   XID event, XID ignored       taint gpu.nvidia.com/xid=<xid>:None         unchanged
 //   GPU lost                     taint gpu.nvidia.com/gpu-lost:NoSchedule     Unhealthy
 //   events not available         taint gpu.nvidia.com/unmonitored:None       Unknown
-// One taint per key per device: a later XID replaces the earlier value. Nothing heals by itself:
-// the state holds until the plugin restarts (as in the Go driver; an operator who has repaired
-// the GPU restarts the plugin).
+// One taint per key per device: a later XID replaces the earlier value.
+//
+// Recovery (docs/compatibility.md "Health recovery"): with a quiet period > 0, a device made
+// Unhealthy by a critical XID or a lost GPU becomes a recovery candidate once no such event came
+// for the quiet period; the monitor then re-checks it through NVML and, if the queries succeed,
+// Recover() removes its xid and gpu-lost taints and reports it Healthy again. A quiet period of 0
+// keeps the Go driver's behaviour: the state holds until the plugin restarts. Unmonitored devices
+// never recover (nothing would notice a new fault).
 //
 // DeviceHealthMonitor is the event loop: one thread with its own NVML session, registering the
 // XID and ECC events of every GPU that backs a device and feeding what it sees to the tracker.
@@ -35,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "lib/common/clock.h"
 #include "lib/gpu/inventory.h"
 #include "lib/k8s/objects_resource.h"
 #include "lib/kubeletplugin/plugin_types.h"
@@ -58,14 +64,24 @@ std::set<uint64_t> ParseAdditionalIgnoredXids(const std::string& value);
 class DeviceHealthTracker {
  public:
   // `devices`: the monitored device names (all others are ignored by the On* calls).
+  // `recovery_quiet_period`: see above; <= 0 disables recovery.
   DeviceHealthTracker(std::string pool, std::vector<std::string> devices,
-                      std::set<uint64_t> additional_ignored_xids);
+                      std::set<uint64_t> additional_ignored_xids,
+                      absl::Duration recovery_quiet_period = absl::ZeroDuration());
 
   // Each returns true when the device's taints or health changed.
   bool OnXid(const std::string& device, uint64_t xid, absl::Time now);
   bool OnGpuLost(const std::vector<std::string>& devices, absl::Time now);
   bool OnUnmonitored(const std::vector<std::string>& devices, const std::string& reason,
                      absl::Time now);
+
+  // Devices that are Unhealthy from a critical XID or a lost GPU and had no such event for the
+  // quiet period by `now`, in name order; empty when recovery is disabled.
+  std::vector<std::string> RecoveryDue(absl::Time now) const;
+  // When RecoveryDue(`now`) still holds `device` (a new fault may have come since): removes its
+  // xid and gpu-lost taints, reports it Healthy and returns how long it was Unhealthy.
+  // Otherwise changes nothing and returns nullopt.
+  std::optional<absl::Duration> Recover(const std::string& device, absl::Time now);
 
   // The taints of `device` (no time_added: the API server stamps it).
   std::vector<k8s::DeviceTaint> Taints(const std::string& device) const;
@@ -80,7 +96,11 @@ class DeviceHealthTracker {
     kubeletplugin::HealthStatus status = kubeletplugin::HealthStatus::kHealthy;
     std::string message;
     absl::Time updated;
+    // Last critical XID or GPU-lost event; unset (InfinitePast) when there is nothing to recover.
+    absl::Time last_fault = absl::InfinitePast();
+    absl::Time unhealthy_since = absl::InfinitePast();
   };
+  bool DueLocked(const State& s, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets `taint` on every known device of `devices` (one taint per key, the latest wins) and,
   // when `status` is set and not better than the device's health, that health with `message`.
   bool Mark(const std::vector<std::string>& devices, const k8s::DeviceTaint& taint,
@@ -89,6 +109,7 @@ class DeviceHealthTracker {
 
   const std::string pool_;
   const std::set<uint64_t> ignored_xids_;
+  const absl::Duration quiet_period_;
   mutable absl::Mutex mu_;
   std::map<std::string, State> devices_ ABSL_GUARDED_BY(mu_);
 };
@@ -103,6 +124,13 @@ class DeviceHealthMonitor {
  public:
   struct Options {
     absl::Duration wait_timeout = absl::Seconds(5);  // one nvmlEventSetWait
+    // Event times and the recovery check (once per wait); must outlive the monitor.
+    Clock* clock = RealClock::Get();
+    // The recovery re-check of a device; empty: NVML queries on its GPU (by UUID: UUID, memory)
+    // must succeed. Tests replace it.
+    std::function<absl::Status(const std::string& device)> probe;
+    // Called on the monitor thread for each recovered device, after the change is reported.
+    std::function<void(const std::string& device, absl::Duration unhealthy_for)> on_recovered;
   };
   // Called after every change of the tracker's state.
   using OnChange = std::function<void()>;
@@ -125,6 +153,9 @@ class DeviceHealthMonitor {
                       std::map<std::string, std::vector<std::string>> devices_by_gpu,
                       DeviceHealthTracker* tracker, OnChange on_change, Options options);
   void Loop();
+  // Re-checks the devices due for recovery and recovers those that pass.
+  void CheckRecovery();
+  absl::Status Probe(const std::string& device) const;
   std::vector<std::string> AllDevices() const;
 
   nvml::Session session_;

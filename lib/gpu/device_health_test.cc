@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/common/clock.h"
 #include "test/doubles/mock-nvml/mock_nvml_ext.h"
 #include "test/doubles/testing/mock_driver_root.h"
 
@@ -127,6 +128,65 @@ TEST(DeviceHealthTrackerTest, ApplyTaintsAddsToPublishedDevices) {
   EXPECT_THAT(devices[2].taints, IsEmpty());
 }
 
+// ---- Recovery (quiet period) ----
+
+TEST(DeviceHealthRecoveryTest, DisabledByDefault) {
+  DeviceHealthTracker t("n", {"gpu-0"}, {});
+  ASSERT_TRUE(t.OnXid("gpu-0", 79, kT0));
+  EXPECT_THAT(t.RecoveryDue(kT0 + absl::Hours(1000)), IsEmpty());
+  EXPECT_FALSE(t.Recover("gpu-0", kT0 + absl::Hours(1000)).has_value());
+  EXPECT_THAT(TaintStrings(t, "gpu-0"), ElementsAre("gpu.nvidia.com/xid=79:NoSchedule"));
+}
+
+TEST(DeviceHealthRecoveryTest, EveryCriticalXidRestartsTheQuietPeriod) {
+  DeviceHealthTracker t("n", {"gpu-0", "gpu-1"}, {}, absl::Minutes(5));
+  ASSERT_TRUE(t.OnXid("gpu-0", 79, kT0));
+  EXPECT_THAT(t.RecoveryDue(kT0 + absl::Minutes(5) - absl::Seconds(1)), IsEmpty());
+  EXPECT_THAT(t.RecoveryDue(kT0 + absl::Minutes(5)), ElementsAre("gpu-0"));
+  // The same XID again changes no taint but still counts as a new fault.
+  EXPECT_FALSE(t.OnXid("gpu-0", 79, kT0 + absl::Minutes(3)));
+  EXPECT_THAT(t.RecoveryDue(kT0 + absl::Minutes(7)), IsEmpty());
+  EXPECT_FALSE(t.Recover("gpu-0", kT0 + absl::Minutes(7)).has_value()) << "not due yet";
+  EXPECT_EQ(StatusOf(t, "gpu-0"), HealthStatus::kUnhealthy);
+  // An ignorable XID is no fault: it neither restarts the period nor blocks recovery.
+  EXPECT_TRUE(t.OnXid("gpu-0", 13, kT0 + absl::Minutes(7)));
+  EXPECT_THAT(t.RecoveryDue(kT0 + absl::Minutes(8)), ElementsAre("gpu-0"));
+
+  std::optional<absl::Duration> was = t.Recover("gpu-0", kT0 + absl::Minutes(8));
+  ASSERT_TRUE(was.has_value());
+  EXPECT_EQ(*was, absl::Minutes(8)) << "unhealthy since the first XID";
+  EXPECT_THAT(t.Taints("gpu-0"), IsEmpty());
+  EXPECT_EQ(StatusOf(t, "gpu-0"), HealthStatus::kHealthy);
+  for (const auto& h : t.HealthList()) {
+    if (h.device_name != "gpu-0") continue;
+    EXPECT_EQ(h.last_updated, kT0 + absl::Minutes(8));
+    EXPECT_THAT(h.message, ::testing::HasSubstr("recovered"));
+  }
+  EXPECT_THAT(t.RecoveryDue(kT0 + absl::Hours(1)), IsEmpty()) << "nothing left to recover";
+  EXPECT_FALSE(t.Recover("gpu-0", kT0 + absl::Hours(1)).has_value());
+
+  // A new XID after recovery taints it again and starts a new period.
+  EXPECT_TRUE(t.OnXid("gpu-0", 48, kT0 + absl::Hours(2)));
+  EXPECT_THAT(TaintStrings(t, "gpu-0"), ElementsAre("gpu.nvidia.com/xid=48:NoSchedule"));
+  EXPECT_THAT(t.RecoveryDue(kT0 + absl::Hours(2) + absl::Minutes(5)), ElementsAre("gpu-0"));
+}
+
+TEST(DeviceHealthRecoveryTest, OnlyFaultsRecover) {
+  DeviceHealthTracker t("n", {"app", "lost", "unmonitored"}, {}, absl::Seconds(10));
+  ASSERT_TRUE(t.OnXid("app", 13, kT0));
+  ASSERT_TRUE(t.OnGpuLost({"lost"}, kT0));
+  ASSERT_TRUE(t.OnUnmonitored({"unmonitored"}, "no events", kT0));
+  // Only the lost GPU was unhealthy; an application XID keeps its None taint, unmonitored stays.
+  EXPECT_THAT(t.RecoveryDue(kT0 + absl::Hours(1)), ElementsAre("lost"));
+  ASSERT_TRUE(t.Recover("lost", kT0 + absl::Hours(1)).has_value());
+  EXPECT_THAT(t.Taints("lost"), IsEmpty());
+  EXPECT_EQ(StatusOf(t, "lost"), HealthStatus::kHealthy);
+  EXPECT_FALSE(t.Recover("app", kT0 + absl::Hours(1)).has_value());
+  EXPECT_THAT(TaintStrings(t, "app"), ElementsAre("gpu.nvidia.com/xid=13:None"));
+  EXPECT_FALSE(t.Recover("unmonitored", kT0 + absl::Hours(1)).has_value());
+  EXPECT_EQ(StatusOf(t, "unmonitored"), HealthStatus::kUnknown);
+}
+
 TEST(ParseAdditionalIgnoredXidsTest, SkipsNonIntegers) {
   EXPECT_EQ(ParseAdditionalIgnoredXids(""), std::set<uint64_t>{});
   EXPECT_EQ(ParseAdditionalIgnoredXids("79, 48,x,-3,,94"), (std::set<uint64_t>{48, 79, 94}));
@@ -156,7 +216,8 @@ TEST(DevicePlacementsTest, GpusAndMigDevices) {
 
 class MonitorTest : public ::testing::Test {
  protected:
-  void Start(const std::string& profile) {
+  void Start(const std::string& profile, DeviceHealthMonitor::Options options = {},
+             absl::Duration quiet_period = absl::ZeroDuration()) {
     root_ = dir_.path() + "/driver-root";
     absl::Status made = testing::MakeMockDriverRoot(profile, root_);
     ASSERT_TRUE(made.ok()) << made;
@@ -170,13 +231,16 @@ class MonitorTest : public ::testing::Test {
     inventory_ = *std::move(inv);
     std::vector<std::string> names;
     for (const auto& [placement, name] : DevicePlacements(inventory_)) names.push_back(name);
-    tracker_ = std::make_unique<DeviceHealthTracker>("node", names, std::set<uint64_t>{});
-    auto monitor = DeviceHealthMonitor::Start(nvml_.get(), inventory_, tracker_.get(),
-                                              [this] {
-                                                absl::MutexLock lock(&mu_);
-                                                ++changes_;
-                                              },
-                                              {.wait_timeout = absl::Milliseconds(100)});
+    tracker_ =
+        std::make_unique<DeviceHealthTracker>("node", names, std::set<uint64_t>{}, quiet_period);
+    options.wait_timeout = absl::Milliseconds(100);
+    auto monitor = DeviceHealthMonitor::Start(
+        nvml_.get(), inventory_, tracker_.get(),
+        [this] {
+          absl::MutexLock lock(&mu_);
+          ++changes_;
+        },
+        options);
     ASSERT_TRUE(monitor.ok()) << monitor.status();
     monitor_ = *std::move(monitor);
   }
@@ -242,6 +306,68 @@ TEST_F(MonitorTest, XidOnMigDeviceFindsItByInstanceIds) {
   EXPECT_EQ(StatusOf(*tracker_, mig.name), HealthStatus::kUnhealthy);
   absl::MutexLock lock(&mu_);
   EXPECT_EQ(changes_, 1);
+}
+
+// The monitor re-checks a quiet device on the fake clock's time and recovers it when the probe
+// (the real NVML queries against the mock by default) succeeds.
+TEST_F(MonitorTest, RecoversAfterTheQuietPeriodWhenNvmlAnswers) {
+  FakeClock clock;
+  absl::Mutex rmu;
+  std::vector<std::string> recovered;
+  DeviceHealthMonitor::Options options;
+  options.clock = &clock;
+  options.on_recovered = [&](const std::string& device, absl::Duration was) {
+    absl::MutexLock lock(&rmu);
+    recovered.push_back(device);
+    EXPECT_EQ(was, absl::Minutes(5));
+  };
+  Start("h100-8x", options, absl::Minutes(5));
+  const AllocatableDevice& gpu = DeviceOfType(DeviceType::kGpu);
+  Inject(gpu.gpu.uuid, 79);
+  ASSERT_TRUE(WaitForChanges(1));
+  // A few more loop rounds before the period is over recover nothing.
+  clock.Advance(absl::Minutes(4));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(StatusOf(*tracker_, gpu.name), HealthStatus::kUnhealthy);
+  clock.Advance(absl::Minutes(1));
+  ASSERT_TRUE(WaitForChanges(2));
+  EXPECT_THAT(tracker_->Taints(gpu.name), IsEmpty());
+  EXPECT_EQ(StatusOf(*tracker_, gpu.name), HealthStatus::kHealthy);
+  monitor_->Stop();
+  absl::MutexLock lock(&rmu);
+  EXPECT_THAT(recovered, ElementsAre(gpu.name));
+}
+
+TEST_F(MonitorTest, FailedProbeKeepsTheDeviceUnhealthyUntilItPasses) {
+  FakeClock clock;
+  absl::Mutex pmu;
+  absl::Status answer = absl::UnavailableError("GPU is lost");
+  int probes = 0;
+  DeviceHealthMonitor::Options options;
+  options.clock = &clock;
+  options.probe = [&](const std::string&) {
+    absl::MutexLock lock(&pmu);
+    ++probes;
+    return answer;
+  };
+  Start("h100-8x", options, absl::Seconds(30));
+  const AllocatableDevice& gpu = DeviceOfType(DeviceType::kGpu);
+  Inject(gpu.gpu.uuid, 48);
+  ASSERT_TRUE(WaitForChanges(1));
+  clock.Advance(absl::Minutes(1));
+  {
+    absl::MutexLock lock(&pmu);
+    auto probed = [&]() ABSL_SHARED_LOCKS_REQUIRED(pmu) { return probes >= 2; };
+    ASSERT_TRUE(pmu.AwaitWithTimeout(absl::Condition(&probed), absl::Seconds(20)));
+  }
+  EXPECT_EQ(StatusOf(*tracker_, gpu.name), HealthStatus::kUnhealthy);
+  EXPECT_THAT(TaintStrings(*tracker_, gpu.name), ElementsAre("gpu.nvidia.com/xid=48:NoSchedule"));
+  {
+    absl::MutexLock lock(&pmu);
+    answer = absl::OkStatus();
+  }
+  ASSERT_TRUE(WaitForChanges(2));
+  EXPECT_EQ(StatusOf(*tracker_, gpu.name), HealthStatus::kHealthy);
 }
 
 }  // namespace

@@ -100,6 +100,7 @@ struct PluginApp::Parts {
   std::unique_ptr<DriverMetrics> driver_metrics;
   metrics::Family<metrics::Gauge>* degraded = nullptr;
   metrics::Family<metrics::Counter>* corruptions = nullptr;
+  metrics::Family<metrics::Counter>* health_recoveries = nullptr;
   std::unique_ptr<driverroot::DriverRoot> root;
   Inventory inventory;
   std::unique_ptr<nvml::Nvml> nvml_library;  // kept for the device health monitor
@@ -175,6 +176,12 @@ void PluginApp::Stop() {
 
 absl::Status PluginApp::CheckConfig() {
   if (config_.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
+  if (config_.health_recovery_quiet_period < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--health-recovery-quiet-period (HEALTH_RECOVERY_QUIET_PERIOD): ",
+        absl::FormatDuration(config_.health_recovery_quiet_period),
+        " is negative; allowed: a duration >= 0 (0 disables health recovery)"));
+  }
   if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kMPSSupport) &&
       config_.image_name.empty()) {
     return absl::InvalidArgumentError(
@@ -235,6 +242,10 @@ absl::Status PluginApp::ConnectToApiServer() {
                                                  AddDeviceStatusWritesMetric(&p.registry));
   p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
                                         "Corrupt checkpoints moved aside and replaced.", {});
+  p.health_recoveries = p.registry.AddCounter(
+      "nvidia_dra_device_health_recoveries_total",
+      "Devices whose XID or GPU-lost taint was removed after the health recovery quiet period.",
+      {"device"});
   return absl::OkStatus();
 }
 
@@ -365,7 +376,8 @@ absl::Status PluginApp::PublishSlices() {
     for (const auto& [placement, name] : DevicePlacements(p.inventory)) monitored.push_back(name);
     p.health_tracker = std::make_unique<DeviceHealthTracker>(
         config_.node_name, std::move(monitored),
-        ParseAdditionalIgnoredXids(config_.additional_xids_to_ignore));
+        ParseAdditionalIgnoredXids(config_.additional_xids_to_ignore),
+        config_.health_recovery_quiet_period);
   }
   p.publisher->Update(p.DesiredResources(config_.node_name));
   if (p.shares.Enabled()) {
@@ -395,10 +407,23 @@ void PluginApp::StartHealthMonitor() {
     p.publisher->Update(p.DesiredResources(config_.node_name));
     p.server->PublishHealth(p.health_tracker->HealthList());
   };
+  DeviceHealthMonitor::Options options;
+  // A recovered device (device_health.h): a metric and a Normal event on the Node.
+  options.on_recovered = [this, &p](const std::string& device, absl::Duration unhealthy_for) {
+    p.health_recoveries->WithLabels({device})->Inc();
+    (void)k8s::PostEvent(
+        p.client.get(), p.node_ref, "Normal", "DeviceHealthRecovered",
+        absl::StrCat("device ", device, " is healthy again after ",
+                     absl::FormatDuration(unhealthy_for), ": no critical XID for ",
+                     absl::FormatDuration(config_.health_recovery_quiet_period),
+                     " and NVML answers; its taint was removed"),
+        kComponent, config_.node_name);
+  };
   absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> monitor =
-      p.nvml_library == nullptr ? absl::FailedPreconditionError("NVML is not usable")
-                                : DeviceHealthMonitor::Start(p.nvml_library.get(), p.inventory,
-                                                             p.health_tracker.get(), report, {});
+      p.nvml_library == nullptr
+          ? absl::FailedPreconditionError("NVML is not usable")
+          : DeviceHealthMonitor::Start(p.nvml_library.get(), p.inventory, p.health_tracker.get(),
+                                       report, std::move(options));
   if (monitor.ok()) {
     p.health_monitor = *std::move(monitor);
   } else {

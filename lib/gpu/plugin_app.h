@@ -47,6 +47,9 @@ struct PluginConfig {
   // Comma-separated XIDs that only taint with effect None (gate NVMLDeviceHealthCheck), beyond
   // the built-in 13, 31, 43, 45, 68, 109. Entries that are not unsigned integers are skipped.
   std::string additional_xids_to_ignore;
+  // How long a device tainted for a critical XID or a lost GPU must stay free of such events
+  // before it is re-checked through NVML and its taint removed; 0 keeps taints until restart.
+  absl::Duration health_recovery_quiet_period = absl::Minutes(5);
   // MPS control daemons (gate MPSSupport): their image (required with the gate), pull secrets
   // (comma-separated), pull policy ("" = Kubernetes default) and service account ("" = default).
   // They run in `namespace_name`.
