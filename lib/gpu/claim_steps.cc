@@ -247,6 +247,7 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
     steps.push_back(
         std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline, edits));
   }
+  if (in.metadata) steps.push_back(DeviceMetadataStep(*in.metadata, services.metadata));
   steps.push_back(std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits));
   if (in.status_claim) {
     steps.push_back(std::make_unique<DeviceStatusStep>(*in.status_claim, in.device_statuses,
@@ -275,6 +276,9 @@ StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::Clai
   };
   undoers[kDeviceStatusStep] = [services](const nlohmann::json& undo) {
     return RemoveDeviceStatus(services.device_status, undo);
+  };
+  undoers[kDeviceMetadataStep] = [services](const nlohmann::json& undo) {
+    return UndoDeviceMetadata(services.metadata, undo);
   };
   return undoers;
 }

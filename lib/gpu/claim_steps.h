@@ -9,9 +9,12 @@
 //   2. mpsDaemons   start each MPS config group's control daemon, wait until it is ready, and
 //                   collect its CDI edits for the group's devices. External, resumable.
 //                   Undo: stop each daemon.
-//   3. cdiSpec      write the claim's CDI spec, one CDI device per distinct device, with the
+//   3. deviceMetadata (gate DeviceMetadata) each request's metadata file and its CDI spec
+//                   (device_metadata.h). The plugin's own files, recorded before they are written.
+//                   Undo: remove them.
+//   4. cdiSpec      write the claim's CDI spec, one CDI device per distinct device, with the
 //                   daemons' edits. The plugin's own file. Undo: remove the spec.
-//   4. deviceStatus server-side apply of the claim's status.devices entries of this driver
+//   5. deviceStatus server-side apply of the claim's status.devices entries of this driver
 //                   (device_status.h), each with its data and a Ready condition. External (recorded
 //                   before the write, so that unprepare removes what reached the server), not
 //                   resumable, best effort: a failed write is a warning, never a failed prepare.
@@ -37,6 +40,7 @@
 #include "lib/cdi/spec.h"
 #include "lib/checkpoint/format.h"
 #include "lib/gpu/claim_cdi.h"
+#include "lib/gpu/device_metadata.h"
 #include "lib/gpu/device_status.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepare_plan.h"
@@ -72,6 +76,8 @@ struct ClaimStepsInput {
   // Unset: no deviceStatus step. Else the claim and its entries of this driver.
   std::optional<StatusClaimRef> status_claim;
   std::vector<DeviceStatusEntry> device_statuses;
+  // Unset: no deviceMetadata step (gate DeviceMetadata off).
+  std::optional<MetadataClaim> metadata;
 };
 
 // What the steps act through. Null time_slicing or mps: a step that needs it fails (Apply:
@@ -83,6 +89,8 @@ struct ClaimStepServices {
   // Null: the deviceStatus step writes nothing (a warning), and its Undo cannot remove entries
   // (a warning, success: the entries are informational and must not block an unprepare).
   const DeviceStatusWriter* device_status = nullptr;
+  // Null: a deviceMetadata step fails (Apply: Internal; Undo: FailedPrecondition).
+  const DeviceMetadataFiles* metadata = nullptr;
 };
 
 // The plan: the steps above in order. `in.mps` daemons must outlive the steps.

@@ -64,6 +64,49 @@ absl::StatusOr<std::map<std::string, api::Config>> RecordedConfigs(
   return out;
 }
 
+// Gate DeviceMetadata: the claim's metadata (device_metadata.h) with its requests and devices in
+// allocation order, and each request's metadata CDI ID added to its first device in `prepared`.
+// Attributes only for VFIO devices, as the Go driver fills them.
+MetadataClaim MetadataOf(const k8s::ResourceClaim& claim, const std::string& driver,
+                         const std::vector<ConfigGroup>& groups,
+                         std::vector<PreparedDevice>& prepared) {
+  MetadataClaim m{.uid = claim.metadata.uid,
+                  .namespace_name = claim.metadata.namespace_name,
+                  .name = claim.metadata.name};
+  auto ann = claim.metadata.annotations.find(kPodClaimNameAnnotation);
+  if (ann != claim.metadata.annotations.end()) m.pod_claim_name = ann->second;
+  std::map<std::string, const AllocatableDevice*> by_name;
+  for (const ConfigGroup& g : groups) {
+    for (size_t i = 0; i < g.results.size(); ++i) by_name[g.results[i]->device] = g.devices[i];
+  }
+  for (const k8s::DeviceRequestAllocationResult& r : claim.status.allocation->devices.results) {
+    auto d = by_name.find(r.device);
+    if (r.driver != driver || d == by_name.end()) continue;
+    const std::string request = TopLevelRequest(r.request);
+    auto it = std::find_if(m.requests.begin(), m.requests.end(),
+                           [&](const MetadataRequest& x) { return x.name == request; });
+    if (it == m.requests.end()) {
+      m.requests.push_back({.name = request});
+      it = std::prev(m.requests.end());
+      for (PreparedDevice& p : prepared) {
+        if (p.device == r.device && !p.requests.empty() && p.requests[0] == r.request) {
+          p.cdi_device_ids.push_back(DeviceMetadataFiles::CdiDeviceId(m.uid, request));
+          break;
+        }
+      }
+    }
+    MetadataDevice md{.driver = r.driver, .pool = r.pool, .name = r.device};
+    if (d->second->type == DeviceType::kVfio) {
+      k8s::ResourceSlice slice;
+      slice.spec.devices.push_back(d->second->published);
+      md.attributes = slice.ToJson()["spec"]["devices"][0].value("attributes",
+                                                                 nlohmann::json::object());
+    }
+    it->devices.push_back(std::move(md));
+  }
+  return m;
+}
+
 // The claim's checkpoint entry as the step engine's journal: every write records `base` (the
 // claim's identity, allocation and devices) with the given state and steps, and recounts.
 class ClaimJournal final : public StepJournal {
@@ -199,6 +242,9 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
       plan.configs.push_back(&g.config);
     }
   }
+  if (gates().Enabled(std::string(api::gate::kDeviceMetadata))) {
+    plan.metadata = MetadataOf(claim, options_.driver_name, plan.groups, plan.prepared);
+  }
   return plan;
 }
 
@@ -219,6 +265,7 @@ PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
     in.status_claim = plan.status_claim;
     in.device_statuses = plan.device_statuses;
   }
+  in.metadata = plan.metadata;
   return GpuClaimSteps(in, services());
 }
 
@@ -226,7 +273,8 @@ ClaimStepServices DeviceState::services() const {
   return {.time_slicing = options_.time_slicing,
           .mps = options_.mps,
           .cdi = cdi_,
-          .device_status = options_.device_status};
+          .device_status = options_.device_status,
+          .metadata = options_.metadata};
 }
 
 bool DeviceState::time_slicing_gate() const {

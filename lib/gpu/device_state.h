@@ -32,6 +32,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,6 +49,7 @@
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/claim_steps.h"
 #include "lib/gpu/device_configs.h"
+#include "lib/gpu/device_metadata.h"
 #include "lib/gpu/device_status.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mps_sharing.h"
@@ -83,6 +85,9 @@ class DeviceState {
     // --device-status: whether prepare writes them (the deviceStatus step). Off, unprepare still
     // removes the entries a record names.
     bool write_device_status = true;
+    // Gate DeviceMetadata: writes each request's metadata file (device_metadata.h). Null: a claim
+    // prepared with the gate on fails (Internal); unprepare of a record naming metadata fails.
+    const DeviceMetadataFiles* metadata = nullptr;
     Clock* clock = RealClock::Get();
   };
 
@@ -125,6 +130,7 @@ class DeviceState {
     std::vector<TimeSliceGroup> time_slices;
     StatusClaimRef status_claim;
     std::vector<DeviceStatusEntry> device_statuses;  // one per allocation result of this driver
+    std::optional<MetadataClaim> metadata;           // gate DeviceMetadata
   };
   // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects.
   absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim) const

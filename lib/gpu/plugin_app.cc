@@ -23,6 +23,7 @@
 #include "lib/gpu/cleanup.h"
 #include "lib/gpu/device_health.h"
 #include "lib/gpu/device_state.h"
+#include "lib/gpu/device_metadata.h"
 #include "lib/gpu/device_status.h"
 #include "lib/gpu/driver.h"
 #include "lib/gpu/go_prepared.h"
@@ -95,6 +96,9 @@ struct PluginApp::Parts {
   // manager.
   std::unique_ptr<k8s::Client> status_client;
   std::unique_ptr<DeviceStatusWriter> device_status;
+  // Device metadata files (gate DeviceMetadata); also without the gate, so that unprepare removes
+  // those a record names.
+  std::unique_ptr<DeviceMetadataFiles> metadata;
   k8s::EventTarget node_ref;
   metrics::Registry registry;
   std::unique_ptr<DriverMetrics> driver_metrics;
@@ -328,6 +332,7 @@ absl::Status PluginApp::BuildDeviceState() {
   // Also without the gate: unprepare stops the daemons a checkpoint records. Its API calls fail
   // fast like the claim GETs, inside the kubelet's timeouts.
   p.mps = MpsDaemons::Real(MpsEnv(config_, p.plugin_dir, p.claim_client.get(), p.nvidia_smi.get()));
+  p.metadata = std::make_unique<DeviceMetadataFiles>(p.plugin_dir, config_.cdi_root);
   p.state = std::make_unique<DeviceState>(
       p.inventory, p.cdi.get(), p.checkpoint.get(),
       DeviceState::Options{.pool_name = config_.node_name,
@@ -336,7 +341,8 @@ absl::Status PluginApp::BuildDeviceState() {
                            .time_slicing = p.time_slicing.get(),
                            .mps = p.mps.get(),
                            .device_status = p.device_status.get(),
-                           .write_device_status = config_.device_status});
+                           .write_device_status = config_.device_status,
+                           .metadata = p.metadata.get()});
   p.driver = std::make_unique<GpuDriver>(p.state.get(), p.plugin_dir, p.driver_metrics.get());
   p.claim_api = ClaimApiFromClient(p.claim_client.get(), kDriverName, config_.node_name);
   return absl::OkStatus();
