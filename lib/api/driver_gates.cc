@@ -34,9 +34,9 @@ constexpr DriverGate kDriverGates[] = {
     {gate::kPassthroughSupport, S::kAlpha, false, "0.3",
      "announce GPUs for VFIO passthrough (needs IOMMU and the host root mounted)",
      "VFIO passthrough is not implemented yet"},
+    // gpu-kubelet-plugin (partitionable devices, the migDevices prepare step; dynamic-mig.md).
     {gate::kDynamicMIG, S::kAlpha, false, "0.3",
-     "create and delete MIG devices on demand at prepare and unprepare",
-     "dynamic MIG is not implemented yet"},
+     "create and delete MIG devices on demand at prepare and unprepare", ""},
     // gpu-kubelet-plugin (device health).
     {gate::kNVMLDeviceHealthCheck, S::kAlpha, false, "0.3",
      "watch NVML events and taint unhealthy devices", ""},

@@ -35,7 +35,7 @@ const GateRow kExpectedGates[] = {
     {"MPSSupport", FeatureStage::kAlpha, false, true},
     {"IMEXDaemonsWithDNSNames", FeatureStage::kBeta, true, false},
     {"PassthroughSupport", FeatureStage::kAlpha, false, false},
-    {"DynamicMIG", FeatureStage::kAlpha, false, false},
+    {"DynamicMIG", FeatureStage::kAlpha, false, true},
     {"NVMLDeviceHealthCheck", FeatureStage::kAlpha, false, true},
     {"ComputeDomainCliques", FeatureStage::kBeta, true, false},
     {"CrashOnNVLinkFabricErrors", FeatureStage::kBeta, true, true},
@@ -51,8 +51,8 @@ const GateRow kExpectedGates[] = {
 
 // The gates whose capability exists, as the error lists them.
 constexpr char kChangeable[] =
-    "ConsumableShares, CrashOnNVLinkFabricErrors, DRAListTypeAttributes, HostManagedIMEXDaemon, "
-    "MPSSupport, NVMLDeviceHealthCheck, TimeSlicingSettings";
+    "ConsumableShares, CrashOnNVLinkFabricErrors, DRAListTypeAttributes, DynamicMIG, "
+    "HostManagedIMEXDaemon, MPSSupport, NVMLDeviceHealthCheck, TimeSlicingSettings";
 
 class ApiGateTableTest : public ::testing::TestWithParam<GateRow> {};
 
@@ -130,26 +130,38 @@ TEST(ApiDriverGatesTest, RegisteringTwiceFails) {
   EXPECT_EQ(RegisterDriverFeatureGates(*gates).code(), absl::StatusCode::kAlreadyExists);
 }
 
-TEST(ApiDriverGatesTest, DynamicMigFailsWithTheBinaryAndTheReason) {
+// A gate this version does not implement (the first in the table) cannot be set; nothing of the
+// same Set is applied.
+TEST(ApiDriverGatesTest, UnavailableGateFailsWithTheBinaryAndTheReason) {
+  const DriverGate* missing = nullptr;
+  for (const DriverGate& g : DriverGates()) {
+    if (!g.missing.empty() && g.stage == FeatureStage::kAlpha && missing == nullptr) missing = &g;
+  }
+  if (missing == nullptr) GTEST_SKIP() << "every alpha gate is implemented";
   FeatureGates gates;
   ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
-  EXPECT_EQ(gates.Set("MPSSupport=true,DynamicMIG=true").message(),
-            absl::StrCat("DynamicMIG=true: not available in this version of gpu-kubelet-plugin "
-                         "(dynamic MIG is not implemented yet); allowed gates: ",
+  EXPECT_EQ(gates.Set(absl::StrCat("MPSSupport=true,", missing->name, "=true")).message(),
+            absl::StrCat(missing->name, "=true: not available in this version of "
+                         "gpu-kubelet-plugin (", missing->missing, "); allowed gates: ",
                          kChangeable));
   EXPECT_FALSE(gates.Enabled("MPSSupport"));
 }
 
 // AllAlpha turns on the alpha gates this version implements and leaves the others at their
-// default, so it neither fails nor trips the rules among unimplemented gates.
+// default, so it does not trip the rules among unimplemented gates. The implemented DynamicMIG
+// excludes MPSSupport and NVMLDeviceHealthCheck, so AllAlpha alone fails, as in Go; with
+// DynamicMIG=false it is accepted.
 TEST(ApiDriverGatesTest, AllAlphaSkipsUnimplementedGates) {
   FeatureGates gates;
   ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
-  absl::Status status = gates.Set("AllAlpha=true,AllBeta=false");
+  EXPECT_THAT(std::string(gates.Set("AllAlpha=true,AllBeta=false").message()),
+              HasSubstr("feature gate DynamicMIG is currently mutually exclusive with MPSSupport"));
+  absl::Status status = gates.Set("AllAlpha=true,AllBeta=false,DynamicMIG=false");
   ASSERT_TRUE(status.ok()) << status;
   for (const DriverGate& g : DriverGates()) {
     bool want = g.default_value;
     if (DriverGateImplemented(g.name)) want = g.stage == FeatureStage::kAlpha;
+    if (g.name == "DynamicMIG") want = false;
     EXPECT_EQ(gates.Enabled(g.name), want) << g.name;
   }
 }

@@ -88,15 +88,21 @@ class MpsDaemonsStep final : public PlanStep {
 class CdiSpecStep final : public PlanStep {
  public:
   CdiSpecStep(std::string uid, std::vector<PreparedDevice> devices, const ClaimCdi* cdi,
-              std::shared_ptr<const DeviceEdits> edits)
-      : uid_(std::move(uid)), devices_(std::move(devices)), cdi_(cdi), edits_(std::move(edits)) {}
+              std::shared_ptr<const DeviceEdits> edits,
+              std::shared_ptr<const CreatedMigDevices> created_mig)
+      : uid_(std::move(uid)),
+        devices_(std::move(devices)),
+        cdi_(cdi),
+        edits_(std::move(edits)),
+        created_mig_(std::move(created_mig)) {}
   std::string name() const override { return kCdiSpecStep; }
   nlohmann::json UndoData() const override { return nullptr; }
   bool external() const override { return false; }
   bool resumable() const override { return false; }  // written atomically: all or nothing
   absl::Status Apply(const Deadline& deadline) override {
     RETURN_IF_ERROR(deadline.Check("write the CDI spec"));
-    return cdi_->Write(uid_, devices_, *edits_).status();
+    // Dynamic MIG devices are named by what migDevices created (UUID, instance ids).
+    return cdi_->Write(uid_, WithCreatedMig(devices_, *created_mig_), *edits_).status();
   }
 
  private:
@@ -104,13 +110,18 @@ class CdiSpecStep final : public PlanStep {
   const std::vector<PreparedDevice> devices_;
   const ClaimCdi* const cdi_;
   const std::shared_ptr<const DeviceEdits> edits_;
+  const std::shared_ptr<const CreatedMigDevices> created_mig_;
 };
 
 class DeviceStatusStep final : public PlanStep {
  public:
   DeviceStatusStep(StatusClaimRef claim, std::vector<DeviceStatusEntry> entries,
-                   const DeviceStatusWriter* writer)
-      : claim_(std::move(claim)), entries_(std::move(entries)), writer_(writer) {}
+                   const DeviceStatusWriter* writer,
+                   std::shared_ptr<const CreatedMigDevices> created_mig)
+      : claim_(std::move(claim)),
+        entries_(std::move(entries)),
+        writer_(writer),
+        created_mig_(std::move(created_mig)) {}
   std::string name() const override { return kDeviceStatusStep; }
   nlohmann::json UndoData() const override { return StatusClaimRefToJson(claim_); }
   bool external() const override { return true; }    // the API server's copy of the claim
@@ -127,7 +138,7 @@ class DeviceStatusStep final : public PlanStep {
     if (s.ok() && writer_ == nullptr) {
       s = absl::FailedPreconditionError("this plugin has no device status writer");
     }
-    if (s.ok()) s = writer_->Write(claim_, entries_);
+    if (s.ok()) s = writer_->Write(claim_, WithCreatedMigUuids(entries_));
     if (!s.ok()) {
       DRA_WARNING("claim device status not written; the claim is prepared without it", "claim",
                   claim_.uid, "namespace", claim_.namespace_name, "name", claim_.name, "err", s);
@@ -143,6 +154,16 @@ class DeviceStatusStep final : public PlanStep {
   const DeviceStatusWriter* const writer_;
 };
 
+  const std::shared_ptr<const CreatedMigDevices> created_mig_;
+
+  // Dynamic MIG devices get the UUID migDevices created (unknown when the entries were planned).
+  std::vector<DeviceStatusEntry> WithCreatedMigUuids(std::vector<DeviceStatusEntry> entries) const {
+    for (DeviceStatusEntry& e : entries) {
+      auto it = created_mig_->find(e.device);
+      if (it != created_mig_->end()) e.data["uuid"] = it->second.uuid;
+    }
+    return entries;
+  }
 // Undo of deviceStatus: remove this driver's entries from the claim, if it is still there.
 absl::Status RemoveDeviceStatus(const DeviceStatusWriter* writer, const nlohmann::json& undo) {
   ASSIGN_OR_RETURN(StatusClaimRef claim, StatusClaimRefFromJson(undo));
@@ -240,7 +261,11 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
   auto edits = std::make_shared<DeviceEdits>();
   PlanSteps steps;
   if (!in.time_slices.empty()) {
+  auto created_mig = std::make_shared<CreatedMigDevices>();
     steps.push_back(
+  if (auto mig = MigDevicesStep(in.cdi_devices, services.mig, created_mig)) {
+    steps.push_back(std::move(mig));
+  }
         std::make_unique<TimeSlicingStep>(in.claim_uid, in.time_slices, services.time_slicing));
   }
   if (!in.mps.empty()) {
@@ -248,10 +273,11 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
         std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline, edits));
   }
   if (in.metadata) steps.push_back(DeviceMetadataStep(*in.metadata, services.metadata));
-  steps.push_back(std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits));
+  steps.push_back(
+      std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits, created_mig));
   if (in.status_claim) {
     steps.push_back(std::make_unique<DeviceStatusStep>(*in.status_claim, in.device_statuses,
-                                                       services.device_status));
+                                                       services.device_status, created_mig));
   }
   return steps;
 }
@@ -267,6 +293,9 @@ StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::Clai
   StepUndoers undoers;
   undoers[kTimeSlicingStep] = [claim_uid, &others, services](const nlohmann::json& undo) {
     return ResetTimeSlices(claim_uid, others, services.time_slicing, undo);
+  undoers[kMigDevicesStep] = [services](const nlohmann::json& undo) {
+    return UndoMigDevices(services.mig, undo);
+  };
   };
   undoers[kMpsDaemonsStep] = [services](const nlohmann::json& undo) {
     return StopMpsDaemons(services.mps, undo);

@@ -3,6 +3,11 @@
 // The steps of a GPU claim's prepare (prepare_plan.h), in one place. In order:
 //
 //   (resolve the configs, plan the devices, check overlaps: DeviceState, no side effect)
+//   0. migDevices   DynamicMIG: create each dynamic MIG device of the claim (MIG mode on if
+//                   needed, GPU instance at the allocated placement, compute instance), recording
+//                   the MIG UUIDs (mig_step.h). External, resumable.
+//                   Undo: destroy them by GPU, profile and placement; MIG mode off (Hopper+)
+//                   when the GPU has no instance left.
 //   1. timeSlicing  nvidia-smi: compute mode DEFAULT and the group's interval on the full GPUs of
 //                   each time-sliced config group. External, resumable.
 //                   Undo: reset those GPUs that no other completed claim holds.
@@ -42,6 +47,7 @@
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/device_metadata.h"
 #include "lib/gpu/device_status.h"
+#include "lib/gpu/mig_step.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepare_plan.h"
 #include "lib/gpu/prepared.h"
@@ -91,6 +97,9 @@ struct ClaimStepServices {
   const DeviceStatusWriter* device_status = nullptr;
   // Null: a deviceMetadata step fails (Apply: Internal; Undo: FailedPrecondition).
   const DeviceMetadataFiles* metadata = nullptr;
+  // DynamicMIG (mig_step.h): creates and destroys the claim's MIG devices. Null: a migDevices
+  // step fails (Apply: Internal; Undo: FailedPrecondition).
+  const MigManager* mig = nullptr;
 };
 
 // The plan: the steps above in order. `in.mps` daemons must outlive the steps.

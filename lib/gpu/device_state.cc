@@ -274,7 +274,8 @@ ClaimStepServices DeviceState::services() const {
           .mps = options_.mps,
           .cdi = cdi_,
           .device_status = options_.device_status,
-          .metadata = options_.metadata};
+          .metadata = options_.metadata,
+          .mig = options_.mig};
 }
 
 bool DeviceState::time_slicing_gate() const {

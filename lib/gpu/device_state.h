@@ -88,6 +88,9 @@ class DeviceState {
     // Gate DeviceMetadata: writes each request's metadata file (device_metadata.h). Null: a claim
     // prepared with the gate on fails (Internal); unprepare of a record naming metadata fails.
     const DeviceMetadataFiles* metadata = nullptr;
+    // Gate DynamicMIG: creates and destroys dynamic MIG devices (mig_manager.h). Null: a claim
+    // with a dynamic MIG device fails (Internal); unprepare of a record naming one fails.
+    const MigManager* mig = nullptr;
     Clock* clock = RealClock::Get();
   };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/gpu/dynamic_mig_devices.h"
 #include "lib/gpu/mig_profile.h"
 #include "lib/gpu/sysfs.h"
 #include "lib/k8s/quantity.h"
@@ -292,7 +293,18 @@ absl::Status AddGpuAt(const nvml::Session& session, unsigned int index,
   if (IsDisplayDevice(*name)) return absl::OkStatus();
   ASSIGN_OR_RETURN(GpuDetails gpu, ReadGpu(*device, index, *std::move(name), versions, options));
   std::vector<AllocatableDevice> devices;
-  RETURN_IF_ERROR(AddGpuDevices(gpu, devices));
+  bool dynamic_mig = false;
+  if (options.dynamic_mig) {
+    ASSIGN_OR_RETURN(dynamic_mig, IsDynamicMigCapable(*device, gpu.info));
+  }
+  if (dynamic_mig) {
+    ASSIGN_OR_RETURN(DynamicMigDevices dynamic,
+                     MakeDynamicMigDevices(*device, FullGpuDevice(gpu), gpu.common));
+    devices = std::move(dynamic.devices);
+    if (dynamic.counter_set) inventory.counter_sets.push_back(*std::move(dynamic.counter_set));
+  } else {
+    RETURN_IF_ERROR(AddGpuDevices(gpu, devices));
+  }
   for (AllocatableDevice& d : devices) inventory.devices.push_back(std::move(d));
   for (std::string& s : gpu.left_out) inventory.left_out.push_back(std::move(s));
   return absl::OkStatus();

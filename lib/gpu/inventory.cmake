@@ -2,7 +2,9 @@
 # Included from lib/gpu/CMakeLists.txt.
 dra_library(gpu_inventory
   SRCS
+    dynamic_mig_devices.cc
     inventory.cc
+    mig_placement.cc
     mig_profile.cc
     sysfs.cc
   DEPS

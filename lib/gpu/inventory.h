@@ -72,6 +72,9 @@ struct MigInfo {
   unsigned int placement_size = 0;
   unsigned int gi_id = 0;
   unsigned int ci_id = 0;
+  // DynamicMIG (dynamic_mig_devices.h): an abstract (profile, placement) that prepare creates;
+  // uuid, gi_id and ci_id are unset here.
+  bool dynamic = false;
 
   friend bool operator==(const MigInfo&, const MigInfo&) = default;
 };
@@ -83,16 +86,23 @@ struct AllocatableDevice {
   GpuInfo gpu;                 // for MIG: the parent GPU
   std::optional<MigInfo> mig;  // set for DeviceType::kMig
   k8s::Device published;       // name, attributes, capacity as they appear in the ResourceSlice
+  // DynamicMIG: position in its GPU's announcement order (dynamic_mig_devices.h); 0 otherwise.
+  unsigned int announce_order = 0;
 };
 
 struct DiscoveryOptions {
   std::string sysfs_root = "/sys";    // for pcieRoot and numaNode
   bool list_type_attributes = false;  // gate DRAListTypeAttributes: numaNode as a one-element list
+  // Gate DynamicMIG: dynamic-MIG-capable GPUs are announced as partitionable devices with a
+  // shared counter set each (dynamic_mig_devices.h) instead of the full GPU or static MIG devices.
+  bool dynamic_mig = false;
 };
 
 struct Inventory {
   std::string driver_version;              // "580.126.20" as NVML reports it
   std::vector<AllocatableDevice> devices;  // sorted by name
+  // DynamicMIG: one shared counter set per dynamic-MIG-capable GPU, in GPU index order.
+  std::vector<k8s::CounterSet> counter_sets;
   // What discovery could not publish, one entry per GPU or capacity, naming it and NVML's reason:
   // "GPU at index 1 (GPU at index 1: read name: nvmlDeviceGetName: gpu is lost)",
   // "capacity memory of GPU GPU-... (nvmlDeviceGetMemoryInfo_v2: not supported)". For the plugin's

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
 #include <atomic>
 #include <cerrno>
 #include <thread>
@@ -29,8 +30,10 @@
 #include "lib/gpu/go_prepared.h"
 #include "lib/gpu/health_server.h"
 #include "lib/gpu/inventory.h"
+#include "lib/gpu/mig_manager.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/nvidia_smi.h"
+#include "lib/gpu/partitionable_slices.h"
 #include "lib/gpu/rebuild.h"
 #include "lib/gpu/slices.h"
 #include "lib/gpu/time_slicing.h"
@@ -58,7 +61,9 @@ absl::StatusOr<Inventory> DiscoverInventory(const PluginConfig& config,
   return Discover(session,
                   {.sysfs_root = config.sys_root,
                    .list_type_attributes =
-                       config.gates != nullptr && config.gates->Enabled("DRAListTypeAttributes")});
+                       config.gates != nullptr && config.gates->Enabled("DRAListTypeAttributes"),
+                   .dynamic_mig =
+                       config.gates != nullptr && config.gates->Enabled(api::gate::kDynamicMIG)});
 }
 
 // What every MPS control daemon of this plugin shares (docs/mps.md).
@@ -108,7 +113,12 @@ struct PluginApp::Parts {
   std::unique_ptr<driverroot::DriverRoot> root;
   Inventory inventory;
   std::unique_ptr<nvml::Nvml> nvml_library;  // kept for the device health monitor
+  // DynamicMIG with a counter set to publish: partitionable slices in this layout (by the API
+  // server's version, read once at startup); unset: BuildDriverResources.
+  std::optional<SliceLayout> partitionable_layout;
   // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
+  std::unique_ptr<nvml::Session> mig_session;  // DynamicMIG
+  std::unique_ptr<MigManager> mig;
   std::atomic<bool> serving{false};
   std::atomic<bool> cleanup_now{false};
   std::atomic<bool> stopping{false};  // ends the cleanup thread's wait
@@ -131,7 +141,10 @@ struct PluginApp::Parts {
 
   // The slices to publish: the inventory's devices, with the taints their health implies.
   kubeletplugin::DriverResources DesiredResources(const std::string& node_name) const {
-    kubeletplugin::DriverResources resources = BuildDriverResources(inventory, node_name, shares);
+    kubeletplugin::DriverResources resources =
+        partitionable_layout
+            ? BuildPartitionableResources(inventory, node_name, shares, *partitionable_layout)
+            : BuildDriverResources(inventory, node_name, shares);
     if (health_tracker) {
       for (auto& [pool_name, pool] : resources.pools) {
         for (auto& slice : pool.slices) health_tracker->ApplyTaints(slice.devices);
@@ -274,6 +287,14 @@ absl::Status PluginApp::DiscoverDevices() {
            "driverVersion", p.inventory.driver_version);
   // Hardware that degraded the node (a lost GPU, a capacity NVML does not report): each was
   // logged by discovery; the Node event makes it visible to the cluster's operators.
+  if (!p.inventory.counter_sets.empty()) {
+    absl::StatusOr<std::string> version = p.client->GetRaw("/version");
+    if (!version.ok()) return Annotate(version.status(), "read the API server's /version");
+    ASSIGN_OR_RETURN(p.partitionable_layout, SliceLayoutFromVersionJson(*version));
+    DRA_INFO("DynamicMIG: publishing partitionable devices", "counterSets",
+             p.inventory.counter_sets.size(), "layout",
+             *p.partitionable_layout == SliceLayout::kSplit ? "split" : "combined");
+  }
   if (!p.inventory.left_out.empty()) {
     (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "DevicesLeftOut",
                          absl::StrCat("not published: ", absl::StrJoin(p.inventory.left_out, "; ")),
@@ -337,12 +358,21 @@ absl::Status PluginApp::BuildDeviceState() {
       p.inventory, p.cdi.get(), p.checkpoint.get(),
       DeviceState::Options{.pool_name = config_.node_name,
                            .gates = config_.gates,
+  // DynamicMIG: one NVML session for the plugin's life (MIG changes go through it, serialized).
+  if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kDynamicMIG) &&
+      p.nvml_library != nullptr) {
+    absl::StatusOr<nvml::Session> session = p.nvml_library->Open();
+    if (!session.ok()) return Annotate(session.status(), "DynamicMIG: open the NVML session");
+    p.mig_session = std::make_unique<nvml::Session>(*std::move(session));
+    p.mig = std::make_unique<MigManager>(p.mig_session.get());
+  }
                            .consumable_shares = p.shares,
                            .time_slicing = p.time_slicing.get(),
                            .mps = p.mps.get(),
                            .device_status = p.device_status.get(),
                            .write_device_status = config_.device_status,
-                           .metadata = p.metadata.get()});
+                           .metadata = p.metadata.get(),
+                           .mig = p.mig.get()});
   p.driver = std::make_unique<GpuDriver>(p.state.get(), p.plugin_dir, p.driver_metrics.get());
   p.claim_api = ClaimApiFromClient(p.claim_client.get(), kDriverName, config_.node_name);
   return absl::OkStatus();

@@ -43,6 +43,7 @@ nlohmann::json PreparedDevicesToJson(const std::vector<PreparedDevice>& devices)
                   {"placementSize", d.mig->placement_size},
                   {"giID", d.mig->gi_id},
                   {"ciID", d.mig->ci_id}};
+      if (d.mig->dynamic) j["mig"]["dynamic"] = true;  // DynamicMIG: created at prepare
     }
     out.push_back(std::move(j));
   }
@@ -84,7 +85,8 @@ absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromJson(const nlohma
                         .placement_start = m.at("placementStart"),
                         .placement_size = m.at("placementSize"),
                         .gi_id = m.at("giID"),
-                        .ci_id = m.at("ciID")};
+                        .ci_id = m.at("ciID"),
+                        .dynamic = m.value("dynamic", false)};
       }
       out.push_back(std::move(d));
     }

@@ -353,4 +353,99 @@ TEST_F(MockNvmlTest, RawArchitectureAndBrandValues) {
   EXPECT_EQ(shutdown_(), abi::kSuccess);
 }
 
+// What dynamic MIG needs of the mock, through the raw ABI on an H100 (MIG off, switches without a
+// reset): possible placements, creation at a placement
+// (a start that is not a possible placement, an overlap), "in use" on destroy and on disabling MIG
+// while instances exist, and SetMigMode's activation status.
+TEST_F(MockNvmlTest, DynamicMigCalls) {
+  Make("h100-8x");
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  auto get_mode = raw_->Get<abi::DeviceGetMigModeFn>("nvmlDeviceGetMigMode");
+  auto set_mode = raw_->Get<abi::DeviceSetMigModeFn>("nvmlDeviceSetMigMode");
+  auto placements = raw_->Get<abi::DeviceGetGpuInstancePossiblePlacementsFn>(
+      "nvmlDeviceGetGpuInstancePossiblePlacements_v2");
+  auto create_gi = raw_->Get<abi::DeviceCreateGpuInstanceWithPlacementFn>(
+      "nvmlDeviceCreateGpuInstanceWithPlacement");
+  auto create_ci =
+      raw_->Get<abi::GpuInstanceCreateComputeInstanceFn>("nvmlGpuInstanceCreateComputeInstance");
+  auto destroy_gi = raw_->Get<abi::GpuInstanceDestroyFn>("nvmlGpuInstanceDestroy");
+  auto destroy_ci = raw_->Get<abi::ComputeInstanceDestroyFn>("nvmlComputeInstanceDestroy");
+  abi::DeviceHandle gpu = Gpu(0);
+
+  // 3g.40gb (profile id 9): placements 0 and 4, four memory slices each; answered with MIG off.
+  unsigned int count = 0;
+  ASSERT_EQ(placements(gpu, 9, nullptr, &count), abi::kSuccess);
+  ASSERT_EQ(count, 2u);
+  abi::GpuInstancePlacement list[2] = {};
+  ASSERT_EQ(placements(gpu, 9, list, &count), abi::kSuccess);
+  EXPECT_EQ(list[0].start, 0u);
+  EXPECT_EQ(list[1].start, 4u);
+  EXPECT_EQ(list[1].size, 4u);
+
+  abi::GpuInstanceHandle gi = nullptr;
+  const abi::GpuInstancePlacement at4{4, 4};
+  EXPECT_EQ(create_gi(gpu, 9, &at4, &gi), abi::kErrorNotSupported);  // MIG off
+  abi::Return activation = -1;
+  ASSERT_EQ(set_mode(gpu, abi::kFeatureEnabled, &activation), abi::kSuccess);
+  EXPECT_EQ(activation, abi::kSuccess);  // Hopper: active at once
+  unsigned int current = 0, pending = 0;
+  ASSERT_EQ(get_mode(gpu, &current, &pending), abi::kSuccess);
+  EXPECT_EQ(current, 1u);
+
+  const abi::GpuInstancePlacement at2{2, 4};
+  EXPECT_EQ(create_gi(gpu, 9, &at2, &gi), abi::kErrorInvalidArgument);  // not a possible start
+  ASSERT_EQ(create_gi(gpu, 9, &at4, &gi), abi::kSuccess);
+  abi::GpuInstanceHandle other = nullptr;
+  EXPECT_EQ(create_gi(gpu, 9, &at4, &other), abi::kErrorInsufficientResources);  // occupied
+  const abi::GpuInstancePlacement one_at5{5, 1};
+  EXPECT_EQ(create_gi(gpu, 19, &one_at5, &other), abi::kErrorInsufficientResources);  // overlap
+  abi::ComputeInstanceHandle ci = nullptr;
+  ASSERT_EQ(create_ci(gi, 2, &ci), abi::kSuccess);  // the 3-slice compute instance
+
+  EXPECT_EQ(destroy_gi(gi), abi::kErrorInUse);  // its compute instance is still there
+  EXPECT_EQ(set_mode(gpu, abi::kFeatureDisabled, &activation), abi::kErrorInUse);
+  ASSERT_EQ(destroy_ci(ci), abi::kSuccess);
+  ASSERT_EQ(destroy_gi(gi), abi::kSuccess);
+  EXPECT_EQ(destroy_gi(gi), abi::kErrorInvalidArgument);  // gone
+  ASSERT_EQ(set_mode(gpu, abi::kFeatureDisabled, &activation), abi::kSuccess);
+  ASSERT_EQ(get_mode(gpu, &current, &pending), abi::kSuccess);
+  EXPECT_EQ(current, 0u);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+// A100 (toggle_requires_reset): disabling MIG on the GPU without instances only becomes pending.
+TEST_F(MockNvmlTest, AmpereMigModeChangeStaysPending) {
+  Make("a100-mig-4x");
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  auto set_mode = raw_->Get<abi::DeviceSetMigModeFn>("nvmlDeviceSetMigMode");
+  auto get_mode = raw_->Get<abi::DeviceGetMigModeFn>("nvmlDeviceGetMigMode");
+  abi::Return activation = -1;
+  unsigned int current = 0, pending = 0;
+  ASSERT_EQ(set_mode(Gpu(3), abi::kFeatureDisabled, &activation), abi::kSuccess);
+  EXPECT_EQ(activation, abi::kErrorResetRequired);
+  ASSERT_EQ(get_mode(Gpu(3), &current, &pending), abi::kSuccess);
+  EXPECT_EQ(current, 1u);
+  EXPECT_EQ(pending, 0u);
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
+// "In use by another client" (a process holding the GPU instance) as the forced error
+// MOCK_NVML_FORCED_ERRORS=nvmlGpuInstanceDestroy=19: the destroy fails and the instance stays.
+TEST_F(MockNvmlTest, ForcedInUseOnGpuInstanceDestroy) {
+  ::setenv("MOCK_NVML_FORCED_ERRORS", "nvmlGpuInstanceDestroy=19", 1);
+  Make("a100-mig-4x");
+  ASSERT_EQ(init_(0), abi::kSuccess);
+  ::unsetenv("MOCK_NVML_FORCED_ERRORS");
+  auto create_gi = raw_->Get<abi::DeviceCreateGpuInstanceWithPlacementFn>(
+      "nvmlDeviceCreateGpuInstanceWithPlacement");
+  auto destroy_gi = raw_->Get<abi::GpuInstanceDestroyFn>("nvmlGpuInstanceDestroy");
+  abi::GpuInstanceHandle gi = nullptr;
+  const abi::GpuInstancePlacement at0{0, 1};
+  ASSERT_EQ(create_gi(Gpu(3), 19, &at0, &gi), abi::kSuccess);
+  EXPECT_EQ(destroy_gi(gi), abi::kErrorInUse);
+  abi::GpuInstanceHandle again = nullptr;
+  EXPECT_EQ(create_gi(Gpu(3), 19, &at0, &again), abi::kErrorInsufficientResources);  // still there
+  EXPECT_EQ(shutdown_(), abi::kSuccess);
+}
+
 }  // namespace

@@ -1,0 +1,200 @@
+// A dynamic MIG claim through DeviceState and the step engine, against the mock NVML: prepare
+// creates the MIG device (MIG mode on, GPU instance at the allocated placement, compute instance)
+// and records its UUID; unprepare destroys it and turns MIG mode back off (H100). A crash is
+// injected at each point of the migDevices step (a forked child prepares and exits at the point);
+// after the "restart" (a new DeviceState over the same checkpoint) the retried prepare finishes the
+// device, or an unprepare without retry, or the cleanup once the claim is gone, removes what the
+// crash left: no GPU instance stays behind. A failing later step (the CDI spec) rolls the MIG
+// device back.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "absl/strings/match.h"
+#include "lib/gpu/cleanup.h"
+#include "lib/gpu/device_state_test_fixture.h"
+#include "lib/gpu/mig_manager.h"
+#include "lib/metrics/metrics.h"
+
+namespace dra::gpu {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class GoneClaims final : public ClaimApi {
+ public:
+  absl::StatusOr<nlohmann::json> Get(const std::string&, const std::string& name) override {
+    return absl::NotFoundError(absl::StrCat("resourceclaims \"", name, "\" not found"));
+  }
+  absl::StatusOr<std::vector<k8s::ResourceClaim>> ListInUseOnNode() override {
+    return std::vector<k8s::ResourceClaim>{};
+  }
+};
+
+constexpr char kDevice[] = "gpu-0-mig-3g40gb-9-4";
+
+class DynamicMigPrepareTest : public DeviceStateTest {
+ protected:
+  void SetUp() override {
+    Init("h100-8x");
+    auto session = nvml_->Open();
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = std::make_unique<nvml::Session>(std::move(*session));
+    auto inventory = Discover(*session_, {.sysfs_root = tmp_.path() + "/sys", .dynamic_mig = true});
+    ASSERT_TRUE(inventory.ok()) << inventory.status();
+    inventory_ = *std::move(inventory);
+    ReopenDynamic();
+  }
+  // As after a plugin restart: a new checkpoint handle, MIG manager and DeviceState.
+  void ReopenDynamic() {
+    state_.reset();
+    mig_ = std::make_unique<MigManager>(session_.get());
+    auto cp = checkpoint::Checkpoint::Open(tmp_.path() + "/plugin", tmp_.path() + "/boot_id", {});
+    ASSERT_TRUE(cp.ok()) << cp.status();
+    checkpoint_ = std::move(*cp);
+    state_ = std::make_unique<DeviceState>(
+        inventory_, cdi_.get(), checkpoint_.get(),
+        DeviceState::Options{.pool_name = "node1", .gates = gates_.get(), .mig = mig_.get()});
+  }
+  // "off", or "on" and each GPU instance of GPU 0 as "<profile id>@<start>/ci<compute instances>".
+  std::string MigState() {
+    auto gpu = session_->DeviceByIndex(0);
+    if (!gpu.ok()) return gpu.status().ToString();
+    auto mode = gpu->MigMode();
+    if (!mode.ok()) return mode.status().ToString();
+    if (!mode->current_enabled) return "off";
+    std::string out = "on";
+    const std::vector<nvml::GpuInstance> gis =
+        gpu->AllGpuInstances().value_or(std::vector<nvml::GpuInstance>{});
+    for (const nvml::GpuInstance& gi : gis) {
+      const nvml::GpuInstanceInfo info = gi.Info().value_or(nvml::GpuInstanceInfo{});
+      size_t n = 0;
+      for (const auto& p :
+           gi.ComputeInstanceProfiles().value_or(std::vector<nvml::ComputeInstanceProfile>{})) {
+        n += gi.ComputeInstances(p).value_or(std::vector<nvml::ComputeInstance>{}).size();
+      }
+      absl::StrAppend(&out, " ", info.profile_id, "@", info.placement.start, "/ci", n);
+    }
+    return out;
+  }
+  nlohmann::json MigRecord(const std::string& uid) {
+    auto c = checkpoint_->Get(uid);
+    EXPECT_TRUE(c.ok() && c->has_value());
+    if (!c.ok() || !c->has_value()) return nullptr;
+    for (const auto& s : (*c)->steps) {
+      if (s["name"] == "migDevices") return s;
+    }
+    return nullptr;
+  }
+  // Prepares "uid-1" in a child process that exits at `stage` of the MIG manager, then restarts.
+  void CrashAt(const std::string& stage) {
+    const k8s::ResourceClaim claim = Claim("uid-1", {kDevice});
+    fflush(nullptr);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      mig_->set_stage_hook([&stage](const char* s) {
+        if (stage == s) _exit(42);
+      });
+      (void)state_->Prepare(claim);
+      _exit(1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 42) << "the child did not reach " << stage;
+    ReopenDynamic();
+    EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareStarted);
+    EXPECT_EQ(MigRecord("uid-1")["state"], "begun");
+  }
+
+  std::unique_ptr<nvml::Session> session_;
+  std::unique_ptr<MigManager> mig_;
+};
+
+TEST_F(DynamicMigPrepareTest, PrepareCreatesRecordsAndUnprepareDestroys) {
+  EXPECT_EQ(MigState(), "off");
+  auto prepared = state_->Prepare(Claim("uid-1", {kDevice}));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(MigState(), "on 9@4/ci1");
+  const nlohmann::json record = MigRecord("uid-1");
+  EXPECT_EQ(record["state"], "applied");
+  const std::string uuid = record["undo"][0].value("uuid", "");
+  EXPECT_TRUE(absl::StartsWith(uuid, "MIG-")) << record.dump();
+  EXPECT_EQ(record["undo"][0]["device"], kDevice);
+  EXPECT_EQ(record["undo"][0]["start"], 4);
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareCompleted);
+  // The CDI spec names the created device: its two capability nodes (GPU and compute instance).
+  auto spec = ReadFile(SpecPath("uid-1"));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_THAT(*spec, HasSubstr("nvidia-caps/nvidia-cap"));
+  // A repeated prepare of the completed claim changes nothing.
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {kDevice})).ok());
+  EXPECT_EQ(MigState(), "on 9@4/ci1");
+
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(MigState(), "off");
+  EXPECT_EQ(StateOf("uid-1"), std::nullopt);
+  EXPECT_FALSE(std::filesystem::exists(SpecPath("uid-1")));
+}
+
+TEST_F(DynamicMigPrepareTest, TwoClaimsKeepMigOnUntilTheLastIsGone) {
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {kDevice})).ok());
+  ASSERT_TRUE(state_->Prepare(Claim("uid-2", {"gpu-0-mig-1g10gb-19-0"})).ok());
+  EXPECT_EQ(MigState(), "on 9@4/ci1 19@0/ci1");  // by GPU instance id
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(MigState(), "on 19@0/ci1");
+  ASSERT_TRUE(state_->Unprepare("uid-2").ok());
+  EXPECT_EQ(MigState(), "off");
+}
+
+TEST_F(DynamicMigPrepareTest, FailingCdiStepRollsTheMigDeviceBack) {
+  // A file where the CDI spec directory should be: the spec cannot be written.
+  std::filesystem::remove_all(tmp_.path() + "/cdi");
+  std::ofstream(tmp_.path() + "/cdi") << "not a directory";
+  auto prepared = state_->Prepare(Claim("uid-1", {kDevice}));
+  EXPECT_FALSE(prepared.ok());
+  EXPECT_EQ(MigState(), "off");
+  EXPECT_EQ(StateOf("uid-1"), std::nullopt);
+}
+
+class CrashTest : public DynamicMigPrepareTest,
+                  public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CrashTest, RetriedPrepareFinishesTheDeviceAndUnprepareRemovesIt) {
+  CrashAt(GetParam());
+  auto prepared = state_->Prepare(Claim("uid-1", {kDevice}));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(MigState(), "on 9@4/ci1");
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareCompleted);
+  EXPECT_TRUE(absl::StartsWith(MigRecord("uid-1")["undo"][0].value("uuid", ""), "MIG-"));
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(MigState(), "off");
+}
+
+TEST_P(CrashTest, UnprepareWithoutRetryLeavesNothing) {
+  CrashAt(GetParam());
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(MigState(), "off");
+  EXPECT_EQ(StateOf("uid-1"), std::nullopt);
+}
+
+TEST_P(CrashTest, CleanupOnceTheClaimIsGoneLeavesNothing) {
+  CrashAt(GetParam());
+  metrics::Registry registry;
+  DriverMetrics metrics(&registry, "gpu.nvidia.com", "node1");
+  GpuDriver driver(state_.get(), tmp_.path() + "/plugin", &metrics);
+  GoneClaims api;
+  Cleanup cleanup(&api, checkpoint_.get(), cdi_.get(), state_.get(), &driver);
+  ASSERT_TRUE(cleanup.RunOnce().ok());
+  EXPECT_EQ(MigState(), "off");
+  EXPECT_EQ(StateOf("uid-1"), std::nullopt);
+}
+
+INSTANTIATE_TEST_SUITE_P(EachStage, CrashTest,
+                         ::testing::Values("start", "migMode", "gpuInstance", "computeInstance"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace dra::gpu
