@@ -1,5 +1,7 @@
 #include "lib/gpu/claim_cdi.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "lib/cdi/names.h"
 #include "lib/common/status.h"
@@ -32,8 +34,20 @@ absl::StatusOr<cdi::Spec> ClaimCdi::BuildSpec(
     const std::map<std::string, cdi::ContainerEdits>& device_edits) const {
   cdi::Spec spec;
   spec.kind = kCdiKind;
-  spec.container_edits = common_;
+  // A VFIO device gets the raw PCI device, no driver files (its edits come in `device_edits`,
+  // vfio_claim.h); a claim of VFIO devices only has no spec-level edits.
+  const bool vfio_only = !devices.empty() && std::all_of(devices.begin(), devices.end(),
+                                                         [](const PreparedDevice& d) {
+                                                           return d.type == DeviceType::kVfio;
+                                                         });
+  if (!vfio_only) spec.container_edits = common_;
   for (const PreparedDevice& d : devices) {
+    if (d.type == DeviceType::kVfio) {
+      cdi::Device device;
+      device.name = ClaimDeviceName(claim_uid, d.device);
+      spec.devices.push_back(std::move(device));
+      continue;
+    }
     auto gpu_nodes = driverroot::GpuDeviceNodes(*root_, d.minor, d.pci_bus_id);
     if (!gpu_nodes.ok()) {
       return Annotate(gpu_nodes.status(), absl::StrCat("device nodes of ", d.device));

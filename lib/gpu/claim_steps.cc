@@ -272,6 +272,12 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
     steps.push_back(
         std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline, edits));
   }
+  if (services.vfio != nullptr) {  // else DeviceState refused a VFIO claim before planning
+    for (const VfioTarget& target : in.vfio) {
+      for (auto& s : VfioBindSteps(target, services.vfio)) steps.push_back(std::move(s));
+    }
+    if (!in.vfio_cdi.empty()) steps.push_back(VfioCdiEditsStep(in.vfio_cdi, edits));
+  }
   if (in.metadata) steps.push_back(DeviceMetadataStep(*in.metadata, services.metadata));
   steps.push_back(
       std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits, created_mig));
@@ -309,6 +315,8 @@ StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::Clai
   undoers[kDeviceMetadataStep] = [services](const nlohmann::json& undo) {
     return UndoDeviceMetadata(services.metadata, undo);
   };
+  if (services.vfio != nullptr) AddVfioUndoers(services.vfio, undoers);
+  undoers[kVfioCdiEditsStep] = [](const nlohmann::json&) { return absl::OkStatus(); };
   return undoers;
 }
 

@@ -14,6 +14,11 @@
 //   2. mpsDaemons   start each MPS config group's control daemon, wait until it is ready, and
 //                   collect its CDI edits for the group's devices. External, resumable.
 //                   Undo: stop each daemon.
+//   vfio*           PassthroughSupport: per VFIO device vfioModule, vfioPersistence, vfioUnbind,
+//                   vfioBind (vfio_bind.h): the GPU from nvidia to its vfio driver. External, not
+//                   resumable. Undo: back to nvidia, persistence mode on.
+//   vfioCdiEdits    the VFIO devices' CDI edits (/dev/vfio/<group> or the iommufd cdev read after
+//                   the bind). The plugin's own state only. Undo: nothing.
 //   3. deviceMetadata (gate DeviceMetadata) each request's metadata file and its CDI spec
 //                   (device_metadata.h). The plugin's own files, recorded before they are written.
 //                   Undo: remove them.
@@ -52,6 +57,8 @@
 #include "lib/gpu/prepare_plan.h"
 #include "lib/gpu/prepared.h"
 #include "lib/gpu/time_slicing.h"
+#include "lib/gpu/vfio_bind.h"
+#include "lib/gpu/vfio_claim.h"
 
 namespace dra::gpu {
 
@@ -84,6 +91,10 @@ struct ClaimStepsInput {
   std::vector<DeviceStatusEntry> device_statuses;
   // Unset: no deviceMetadata step (gate DeviceMetadata off).
   std::optional<MetadataClaim> metadata;
+  // Gate PassthroughSupport: the GPUs to hand to vfio (vfio_bind.h steps, in this order), and
+  // the VFIO devices whose CDI edits the vfioCdiEdits step adds after the binds (vfio_claim.h).
+  std::vector<VfioTarget> vfio;
+  std::vector<VfioCdiRequest> vfio_cdi;
 };
 
 // What the steps act through. Null time_slicing or mps: a step that needs it fails (Apply:
@@ -100,6 +111,9 @@ struct ClaimStepServices {
   // DynamicMIG (mig_step.h): creates and destroys the claim's MIG devices. Null: a migDevices
   // step fails (Apply: Internal; Undo: FailedPrecondition).
   const MigManager* mig = nullptr;
+  // PassthroughSupport (vfio_bind.h). Null: no vfio steps are planned (DeviceState refuses a
+  // VFIO claim before), and a record naming vfio steps cannot be undone (no undoer).
+  const VfioHost* vfio = nullptr;
 };
 
 // The plan: the steps above in order. `in.mps` daemons must outlive the steps.

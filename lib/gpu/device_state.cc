@@ -25,9 +25,6 @@ absl::Status CheckSupported(const api::Config& config, const FeatureGates& gates
                             "MPS sharing is not supported when the feature gate DynamicMIG is "
                             "enabled");
   }
-  if (std::holds_alternative<api::VfioDeviceConfig>(config)) {
-    return absl::UnimplementedError("VFIO passthrough is not supported by this version");
-  }
   return absl::OkStatus();
 }
 
@@ -187,6 +184,7 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
     RETURN_IF_ERROR(api::CheckConsumableSharesAllowSharing(g.config, options_.consumable_shares));
     RETURN_IF_ERROR(CheckSupported(g.config, gates()));
   }
+  RETURN_IF_ERROR(PlanVfio(uid, plan));
   for (const ConfigGroup& g : plan.groups) {
     const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
     if (interval) {
@@ -248,6 +246,39 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
   return plan;
 }
 
+absl::Status DeviceState::PlanVfio(const std::string& uid, Plan& plan) const {
+  int vfio_groups = 0;
+  for (const ConfigGroup& g : plan.groups) {
+    const auto* config = std::get_if<api::VfioDeviceConfig>(&g.config);
+    if (config == nullptr) continue;
+    ++vfio_groups;
+    if (options_.vfio == nullptr || options_.vfio->host == nullptr) {
+      return absl::InternalError(
+          "VFIO passthrough requested but this plugin cannot bind GPUs to vfio (gate "
+          "PassthroughSupport off or no host root)");
+    }
+    // Normalized: the policy and enableAPIDevice are set.
+    const api::IommuConfig iommu = config->iommu.value_or(api::IommuConfig{});
+    std::set<std::string> seen;
+    for (const AllocatableDevice* d : g.devices) {
+      if (!seen.insert(d->name).second) continue;
+      ASSIGN_OR_RETURN(VfioTarget target, VfioTargetOf(inventory_, *options_.vfio, d->name));
+      plan.vfio.push_back(std::move(target));
+      plan.vfio_cdi.push_back({.device = d->name,
+                               .pci = options_.vfio->devices.at(d->name),
+                               .iommu = iommu,
+                               .host_root = options_.vfio->host->host_root,
+                               .iommufd_available = options_.vfio->iommufd_available});
+    }
+  }
+  if (vfio_groups > 1) {
+    return api::ConfigError("config", absl::StrCat("claim ", uid, " contains ", vfio_groups,
+                                                   " VFIO device groups, but at most one is "
+                                                   "supported per claim"));
+  }
+  return absl::OkStatus();
+}
+
 PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
                                absl::Time mps_ready_deadline) const {
   ClaimStepsInput in{
@@ -266,6 +297,8 @@ PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
     in.device_statuses = plan.device_statuses;
   }
   in.metadata = plan.metadata;
+  in.vfio = plan.vfio;
+  in.vfio_cdi = plan.vfio_cdi;
   return GpuClaimSteps(in, services());
 }
 
@@ -275,7 +308,8 @@ ClaimStepServices DeviceState::services() const {
           .cdi = cdi_,
           .device_status = options_.device_status,
           .metadata = options_.metadata,
-          .mig = options_.mig};
+          .mig = options_.mig,
+          .vfio = options_.vfio != nullptr ? options_.vfio->host : nullptr};
 }
 
 bool DeviceState::time_slicing_gate() const {
@@ -299,6 +333,11 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   // effects.
   ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim));
   RETURN_IF_ERROR(CheckOverlap(uid, all, plan.prepared, plan.configs));
+  {  // PassthroughSupport: a GPU and its gpu-vfio sibling are one device (vfio_claim.h).
+    std::vector<std::string> names;
+    for (const PreparedDevice& p : plan.prepared) names.push_back(p.device);
+    RETURN_IF_ERROR(CheckSiblingsFree(inventory_, uid, names, all));
+  }
   if (!plan.time_slices.empty() && options_.time_slicing == nullptr) {
     return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
   }

@@ -55,6 +55,7 @@
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepared.h"
 #include "lib/gpu/time_slicing.h"
+#include "lib/gpu/vfio_claim.h"
 #include "lib/k8s/objects_resource.h"
 
 namespace dra::gpu {
@@ -91,6 +92,10 @@ class DeviceState {
     // Gate DynamicMIG: creates and destroys dynamic MIG devices (mig_manager.h). Null: a claim
     // with a dynamic MIG device fails (Internal); unprepare of a record naming one fails.
     const MigManager* mig = nullptr;
+    // Gate PassthroughSupport: the VFIO devices' PCI facts and the host to bind them through
+    // (vfio_claim.h). Null: a claim with a VFIO device fails (Internal); unprepare of a record
+    // naming vfio steps fails.
+    const VfioPlanning* vfio = nullptr;
     Clock* clock = RealClock::Get();
   };
 
@@ -134,6 +139,8 @@ class DeviceState {
     StatusClaimRef status_claim;
     std::vector<DeviceStatusEntry> device_statuses;  // one per allocation result of this driver
     std::optional<MetadataClaim> metadata;           // gate DeviceMetadata
+    std::vector<VfioTarget> vfio;                    // gate PassthroughSupport
+    std::vector<VfioCdiRequest> vfio_cdi;
   };
   // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects.
   absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim) const
@@ -146,6 +153,9 @@ class DeviceState {
   absl::Status CheckOverlap(const std::string& uid, const checkpoint::ClaimMap& all,
                             const std::vector<PreparedDevice>& prepared,
                             const std::vector<const api::Config*>& configs) const;
+  // Gate PassthroughSupport: the bind targets and CDI edits of the claim's VFIO devices; refuses
+  // more than one VfioDeviceConfig group (as the Go driver).
+  absl::Status PlanVfio(const std::string& uid, Plan& plan) const;
   // The steps of `plan` (claim_steps.h); they point into `plan`.
   PlanSteps StepsOf(const std::string& uid, const Plan& plan, absl::Time mps_ready_deadline) const;
   ClaimStepServices services() const;
