@@ -65,6 +65,11 @@ int main(int argc, char** argv) {
   flags.AddString("proc-root", "PROC_ROOT", &c.proc_root,
                   "Where /proc is found (MIG capability files, /proc/devices).");
   flags.AddString("sys-root", "SYS_ROOT", &c.sys_root, "Where /sys is found (PCI topology).");
+  flags.AddString("host-root", "HOST_ROOT", &c.host_root,
+                  "Where the host's / is mounted in this container. Needed by the feature gate "
+                  "PassthroughSupport (VFIO): the host's PCI devices, IOMMU groups and "
+                  "modules.alias are read there, modprobe and fuser run chrooted into it; the "
+                  "plugin refuses to start with the gate on when it does not exist.");
   flags.AddString("kubelet-registrar-directory-path", "KUBELET_REGISTRAR_DIRECTORY_PATH",
                   &c.kubelet_registrar_dir, "Kubelet plugin registration directory.");
   flags.AddString("kubelet-plugins-directory-path", "KUBELET_PLUGINS_DIRECTORY_PATH",

@@ -418,6 +418,7 @@ void DeviceState::CountPreparedDevices(const checkpoint::ClaimMap& claims) {
     }
     for (const PreparedDevice& d : *devices) ++counts[DeviceTypeName(d.type)];
   }
+  if (options_.on_held_devices) options_.on_held_devices(RecordedDeviceNames(claims));
   absl::MutexLock lock(&counts_mu_);
   prepared_counts_ = std::move(counts);
 }

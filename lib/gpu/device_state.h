@@ -30,6 +30,7 @@
 // Thread-safety: Prepare/Unprepare may be called from any thread; they serialize on an internal
 // mutex (the caller adds the cross-process flock).
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -96,6 +97,11 @@ class DeviceState {
     // (vfio_claim.h). Null: a claim with a VFIO device fails (Internal); unprepare of a record
     // naming vfio steps fails.
     const VfioPlanning* vfio = nullptr;
+    // Gate PassthroughSupport: called with the names of the devices any claim records (in any
+    // state) after each checkpoint write by this object and from CountPreparedDevices, inside the
+    // checkpoint's update (must not touch the checkpoint): the plugin republishes its slice
+    // without their gpu/vfio siblings (vfio_claim.h). Null: nothing.
+    std::function<void(const std::set<std::string>& held)> on_held_devices;
     Clock* clock = RealClock::Get();
   };
 

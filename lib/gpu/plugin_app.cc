@@ -6,12 +6,14 @@
 #include <optional>
 #include <atomic>
 #include <cerrno>
+#include <set>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/api/consumable_shares.h"
 #include "lib/api/driver_gates.h"
 #include "lib/checkpoint/checkpoint.h"
@@ -37,6 +39,8 @@
 #include "lib/gpu/rebuild.h"
 #include "lib/gpu/slices.h"
 #include "lib/gpu/time_slicing.h"
+#include "lib/gpu/vfio_claim.h"
+#include "lib/gpu/vfio_setup.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/events.h"
 #include "lib/k8s/objects_core.h"
@@ -119,6 +123,11 @@ struct PluginApp::Parts {
   // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
   std::unique_ptr<nvml::Session> mig_session;  // DynamicMIG
   std::unique_ptr<MigManager> mig;
+  // PassthroughSupport (vfio_setup.h), and the devices claims hold: their gpu/vfio siblings are
+  // left out of the slice (vfio_claim.h).
+  std::unique_ptr<VfioRuntime> vfio;
+  mutable absl::Mutex held_mu;
+  std::set<std::string> held ABSL_GUARDED_BY(held_mu);
   std::atomic<bool> serving{false};
   std::atomic<bool> cleanup_now{false};
   std::atomic<bool> stopping{false};  // ends the cleanup thread's wait
@@ -141,10 +150,16 @@ struct PluginApp::Parts {
 
   // The slices to publish: the inventory's devices, with the taints their health implies.
   kubeletplugin::DriverResources DesiredResources(const std::string& node_name) const {
+    Inventory published_vfio;
+    if (vfio) {
+      absl::MutexLock lock(&held_mu);
+      published_vfio = WithoutHeldSiblings(inventory, held);
+    }
+    const Inventory& published = vfio ? published_vfio : inventory;
     kubeletplugin::DriverResources resources =
         partitionable_layout
-            ? BuildPartitionableResources(inventory, node_name, shares, *partitionable_layout)
-            : BuildDriverResources(inventory, node_name, shares);
+            ? BuildPartitionableResources(published, node_name, shares, *partitionable_layout)
+            : BuildDriverResources(published, node_name, shares);
     if (health_tracker) {
       for (auto& [pool_name, pool] : resources.pools) {
         for (auto& slice : pool.slices) health_tracker->ApplyTaints(slice.devices);
@@ -283,6 +298,10 @@ absl::Status PluginApp::DiscoverDevices() {
     return absl::OkStatus();
   }
   p.inventory = std::move(*discovered);
+  if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kPassthroughSupport)) {
+    ASSIGN_OR_RETURN(p.vfio, VfioRuntime::Create(config_.host_root, config_.nvidia_driver_root,
+                                                 p.inventory));
+  }
   DRA_INFO("discovered devices", "node", config_.node_name, "devices", p.inventory.devices.size(),
            "driverVersion", p.inventory.driver_version);
   // Hardware that degraded the node (a lost GPU, a capacity NVML does not report): each was
@@ -337,6 +356,21 @@ absl::Status PluginApp::OpenCheckpoint() {
   return absl::OkStatus();
 }
 
+// PassthroughSupport: after each checkpoint write, the slice without the held devices' siblings
+// (published asynchronously; before PublishSlices only remembered).
+std::function<void(const std::set<std::string>&)> PluginApp::OnHeldDevices() {
+  if (!parts_->vfio) return nullptr;
+  return [this](const std::set<std::string>& held) {
+    Parts& p = *parts_;
+    {
+      absl::MutexLock lock(&p.held_mu);
+      if (p.held == held) return;
+      p.held = held;
+    }
+    if (p.publisher) p.publisher->Update(p.DesiredResources(config_.node_name));
+  };
+}
+
 absl::Status PluginApp::BuildDeviceState() {
   Parts& p = *parts_;
   auto cdi = ClaimCdi::Create(p.root.get(), config_.cdi_root, p.inventory.driver_version);
@@ -354,6 +388,7 @@ absl::Status PluginApp::BuildDeviceState() {
   // fast like the claim GETs, inside the kubelet's timeouts.
   p.mps = MpsDaemons::Real(MpsEnv(config_, p.plugin_dir, p.claim_client.get(), p.nvidia_smi.get()));
   p.metadata = std::make_unique<DeviceMetadataFiles>(p.plugin_dir, config_.cdi_root);
+  if (p.vfio) p.vfio->SetPersistence(p.nvidia_smi.get());
   p.state = std::make_unique<DeviceState>(
       p.inventory, p.cdi.get(), p.checkpoint.get(),
       DeviceState::Options{.pool_name = config_.node_name,
@@ -372,7 +407,9 @@ absl::Status PluginApp::BuildDeviceState() {
                            .device_status = p.device_status.get(),
                            .write_device_status = config_.device_status,
                            .metadata = p.metadata.get(),
-                           .mig = p.mig.get()});
+                           .mig = p.mig.get(),
+                           .vfio = p.vfio ? &p.vfio->planning() : nullptr,
+                           .on_held_devices = OnHeldDevices()});
   p.driver = std::make_unique<GpuDriver>(p.state.get(), p.plugin_dir, p.driver_metrics.get());
   p.claim_api = ClaimApiFromClient(p.claim_client.get(), kDriverName, config_.node_name);
   return absl::OkStatus();

@@ -8,7 +8,9 @@
 // Without a usable NVML (no library, no driver) the plugin still starts: it publishes no devices,
 // logs a warning, sets the degraded metric, and serves unprepare for what the checkpoint holds.
 
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -28,6 +30,9 @@ struct PluginConfig {
   std::string dev_root;                                // empty: derived from the driver root
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
+  // --host-root: where the host's / is mounted (gate PassthroughSupport: its sysfs, IOMMU groups,
+  // modules.alias; modprobe and fuser run chrooted into it). Must exist with the gate on.
+  std::string host_root = "/host-root";
   std::string kubelet_registrar_dir = "/var/lib/kubelet/plugins_registry";
   std::string kubelet_plugins_dir = "/var/lib/kubelet/plugins";
   std::string pod_uid;  // rolling-update socket names when set
@@ -92,6 +97,8 @@ class PluginApp {
   absl::Status ConnectToApiServer();      // 2: data and CDI directories, API clients, metrics
   absl::Status DiscoverDevices();         // 3: driver root, NVML, inventory (degraded without)
   absl::Status OpenCheckpoint();          // 4: boot ID, corruption and Go-driver adoption
+  // PassthroughSupport: DeviceState's on_held_devices (republishes); null without the gate.
+  std::function<void(const std::set<std::string>&)> OnHeldDevices();
   absl::Status BuildDeviceState();        // 5-6: CDI, time-slicing, MPS, DeviceState, GpuDriver
   void RebuildAfterCorruption();          // 6: records of claims in use, after a corrupt file
   absl::Status PublishSlices();           // 7: ResourceSlices (with health taints)

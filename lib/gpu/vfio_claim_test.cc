@@ -14,6 +14,7 @@
 #include "lib/common/atomic_file.h"
 #include "lib/gpu/device_state.h"
 #include "lib/gpu/vfio_devices.h"
+#include "lib/gpu/vfio_setup.h"
 #include "lib/nvml/nvml.h"
 #include "test/doubles/testing/fake_pci_sysfs.h"
 #include "test/doubles/testing/mock_driver_root.h"
@@ -243,6 +244,52 @@ TEST_F(VfioClaimTest, WithoutAHostAVfioClaimFailsAndChangesNothing) {
   EXPECT_TRUE(absl::IsInternal(prepared.status())) << prepared.status();
   EXPECT_EQ(Driver("gpu-vfio-0"), "nvidia");
   EXPECT_FALSE(Recorded("uid-1"));
+}
+
+TEST_F(VfioClaimTest, HeldDevicesAreReportedAfterEachCheckpointWrite) {
+  std::vector<std::set<std::string>> reports;
+  DeviceState state(inventory_, cdi_.get(), checkpoint_.get(),
+                    DeviceState::Options{.pool_name = "node1",
+                                         .gates = &gates_,
+                                         .vfio = &planning_,
+                                         .on_held_devices = [&](const std::set<std::string>& h) {
+                                           reports.push_back(h);
+                                         }});
+  ASSERT_TRUE(state.Prepare(Claim("uid-1", {"gpu-vfio-1"})).ok());
+  ASSERT_FALSE(reports.empty());
+  EXPECT_EQ(reports.back(), std::set<std::string>{"gpu-vfio-1"});
+  // What the plugin publishes meanwhile: the GPU's nvidia side is gone, the other GPU stays.
+  const Inventory published = WithoutHeldSiblings(inventory_, reports.back());
+  EXPECT_EQ(published.Find(VfioSibling(inventory_, "gpu-vfio-1")), nullptr);
+  EXPECT_NE(published.Find("gpu-vfio-0"), nullptr);
+  ASSERT_TRUE(state.Unprepare("uid-1").ok());
+  EXPECT_TRUE(reports.back().empty());  // re-added
+}
+
+TEST(VfioRuntime, RefusesAMissingHostRootOrIommuAndAddsTheDevices) {
+  dra::testing::TempDir tmp;
+  Inventory inventory;
+  auto missing = VfioRuntime::Create(tmp.path() + "/nowhere", "/", inventory, kRelease);
+  EXPECT_THAT(missing.status().message(), HasSubstr("host root is not mounted at"));
+  fs::create_directories(tmp.path() + "/bare");
+  auto no_iommu = VfioRuntime::Create(tmp.path() + "/bare", "/", inventory, kRelease);
+  EXPECT_THAT(no_iommu.status().message(), HasSubstr("IOMMU is not enabled in the kernel"));
+  EXPECT_TRUE(inventory.devices.empty());
+
+  ASSERT_TRUE(dra::testing::MakeFakePciHost(
+                  tmp.path() + "/host", {{.bus_id = "0000:65:00.0", .iommu_group = 3}}, kRelease)
+                  .ok());
+  auto runtime =
+      VfioRuntime::Create(tmp.path() + "/host", "/run/nvidia/driver", inventory, kRelease);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  ASSERT_EQ(inventory.devices.size(), 1u);
+  EXPECT_EQ(inventory.devices[0].name, "gpu-vfio-0");
+  EXPECT_EQ((*runtime)->planning().devices.at("gpu-vfio-0").iommu_group, 3);
+  auto target = VfioTargetOf(inventory, (*runtime)->planning(), "gpu-vfio-0");
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(target->bus_id, "0000:65:00.0");
+  EXPECT_EQ(target->module, "vfio_pci");
+  EXPECT_EQ(target->nvidia_device, "/run/nvidia/driver/dev/nvidia-unknown");  // no NVML GPU
 }
 
 }  // namespace
