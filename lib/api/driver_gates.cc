@@ -31,9 +31,9 @@ constexpr DriverGate kDriverGates[] = {
     // version).
     {gate::kIMEXDaemonsWithDNSNames, S::kBeta, true, "0.2",
      "compute domains: IMEX daemons address each other by DNS names", kNoLegacyDomains},
+    // gpu-kubelet-plugin (gpu-vfio devices, the vfio prepare steps; docs/vfio.md).
     {gate::kPassthroughSupport, S::kAlpha, false, "0.3",
-     "announce GPUs for VFIO passthrough (needs IOMMU and the host root mounted)",
-     "VFIO passthrough is not implemented yet"},
+     "announce GPUs for VFIO passthrough (needs IOMMU and the host root mounted)", ""},
     // gpu-kubelet-plugin (partitionable devices, the migDevices prepare step; dynamic-mig.md).
     {gate::kDynamicMIG, S::kAlpha, false, "0.3",
      "create and delete MIG devices on demand at prepare and unprepare", ""},
@@ -46,9 +46,9 @@ constexpr DriverGate kDriverGates[] = {
     // compute-domain-kubelet-plugin (clique ID discovery).
     {gate::kCrashOnNVLinkFabricErrors, S::kBeta, true, "0.3",
      "compute domains: crash the plugin on NVLink fabric errors", ""},
+    // gpu-kubelet-plugin (the deviceMetadata prepare step; docs/device-metadata.md).
     {gate::kDeviceMetadata, S::kAlpha, false, "0.4",
-     "publish device metadata files to workloads (KEP-5304)",
-     "device metadata is not implemented yet"},
+     "publish device metadata files to workloads (KEP-5304)", ""},
     // gpu-kubelet-plugin (ResourceSlices).
     {gate::kDRAListTypeAttributes, S::kAlpha, false, "0.4",
      "publish resource.kubernetes.io/numaNode as a list attribute", ""},

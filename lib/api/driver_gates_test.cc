@@ -34,12 +34,12 @@ const GateRow kExpectedGates[] = {
     {"TimeSlicingSettings", FeatureStage::kAlpha, false, true},
     {"MPSSupport", FeatureStage::kAlpha, false, true},
     {"IMEXDaemonsWithDNSNames", FeatureStage::kBeta, true, false},
-    {"PassthroughSupport", FeatureStage::kAlpha, false, false},
+    {"PassthroughSupport", FeatureStage::kAlpha, false, true},
     {"DynamicMIG", FeatureStage::kAlpha, false, true},
     {"NVMLDeviceHealthCheck", FeatureStage::kAlpha, false, true},
     {"ComputeDomainCliques", FeatureStage::kBeta, true, false},
     {"CrashOnNVLinkFabricErrors", FeatureStage::kBeta, true, true},
-    {"DeviceMetadata", FeatureStage::kAlpha, false, false},
+    {"DeviceMetadata", FeatureStage::kAlpha, false, true},
     {"DRAListTypeAttributes", FeatureStage::kAlpha, false, true},
     {"FabricManagerPartitioning", FeatureStage::kAlpha, false, false},
     {"HostManagedIMEXDaemon", FeatureStage::kAlpha, false, true},
@@ -51,8 +51,9 @@ const GateRow kExpectedGates[] = {
 
 // The gates whose capability exists, as the error lists them.
 constexpr char kChangeable[] =
-    "ConsumableShares, CrashOnNVLinkFabricErrors, DRAListTypeAttributes, DynamicMIG, "
-    "HostManagedIMEXDaemon, MPSSupport, NVMLDeviceHealthCheck, TimeSlicingSettings";
+    "ConsumableShares, CrashOnNVLinkFabricErrors, DRAListTypeAttributes, DeviceMetadata, "
+    "DynamicMIG, HostManagedIMEXDaemon, MPSSupport, NVMLDeviceHealthCheck, PassthroughSupport, "
+    "TimeSlicingSettings";
 
 class ApiGateTableTest : public ::testing::TestWithParam<GateRow> {};
 
@@ -93,7 +94,9 @@ TEST_P(ApiGateTableTest, UnimplementedGatesKeepTheirDefault) {
   FeatureGates gates;
   ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
   const std::string flip = absl::StrCat(row.name, "=", row.default_value ? "false" : "true");
-  absl::Status status = gates.Set(flip);
+  // DeviceMetadata depends on PassthroughSupport (a rule, tested below).
+  absl::Status status = gates.Set(
+      std::string(row.name) == "DeviceMetadata" ? flip + ",PassthroughSupport=true" : flip);
   if (row.implemented) {
     EXPECT_TRUE(status.ok()) << status;
     return;
@@ -156,12 +159,17 @@ TEST(ApiDriverGatesTest, AllAlphaSkipsUnimplementedGates) {
   ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
   EXPECT_THAT(std::string(gates.Set("AllAlpha=true,AllBeta=false").message()),
               HasSubstr("feature gate DynamicMIG is currently mutually exclusive with MPSSupport"));
-  absl::Status status = gates.Set("AllAlpha=true,AllBeta=false,DynamicMIG=false");
+  // The alpha gates that exclude each other: DynamicMIG with MPSSupport, PassthroughSupport with
+  // NVMLDeviceHealthCheck (and DeviceMetadata needs PassthroughSupport).
+  absl::Status status = gates.Set(
+      "AllAlpha=true,AllBeta=false,DynamicMIG=false,PassthroughSupport=false,DeviceMetadata=false");
   ASSERT_TRUE(status.ok()) << status;
   for (const DriverGate& g : DriverGates()) {
     bool want = g.default_value;
     if (DriverGateImplemented(g.name)) want = g.stage == FeatureStage::kAlpha;
-    if (g.name == "DynamicMIG") want = false;
+    if (g.name == "DynamicMIG" || g.name == "PassthroughSupport" || g.name == "DeviceMetadata") {
+      want = false;
+    }
     EXPECT_EQ(gates.Enabled(g.name), want) << g.name;
   }
 }

@@ -26,15 +26,13 @@ struct KindRow {
 const KindRow kKindRows[] = {
     {"Gpu", Params("GpuConfig"), ""},
     {"Mig", Params("MigDeviceConfig"), ""},
-    {"Vfio", Params("VfioDeviceConfig"),
-     "kind: VfioDeviceConfig: VFIO passthrough is not supported by this version (allowed kinds "
-     "for driver gpu.nvidia.com: GpuConfig, MigDeviceConfig)"},
+    {"Vfio", Params("VfioDeviceConfig"), ""},
     {"Channel", Params("ComputeDomainChannelConfig", R"(,"domainID":"d")"),
      "kind: ComputeDomainChannelConfig does not configure devices of driver gpu.nvidia.com "
-     "(allowed kinds for driver gpu.nvidia.com: GpuConfig, MigDeviceConfig)"},
+     "(allowed kinds for driver gpu.nvidia.com: GpuConfig, MigDeviceConfig, VfioDeviceConfig)"},
     {"Daemon", Params("ComputeDomainDaemonConfig", R"(,"domainID":"d")"),
      "kind: ComputeDomainDaemonConfig does not configure devices of driver gpu.nvidia.com "
-     "(allowed kinds for driver gpu.nvidia.com: GpuConfig, MigDeviceConfig)"},
+     "(allowed kinds for driver gpu.nvidia.com: GpuConfig, MigDeviceConfig, VfioDeviceConfig)"},
 };
 
 class ApiGpuKindTest : public ::testing::TestWithParam<KindRow> {};

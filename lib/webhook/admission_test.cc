@@ -285,8 +285,8 @@ TEST(AdmissionTest, GatesDecideTimeSlicingAndMps) {
                 "greater than 100"));
 }
 
-// Only the kinds the GPU plugin applies are admitted: VfioDeviceConfig (VFIO passthrough is not
-// implemented) and the compute-domain kinds would fail every prepare or never apply.
+// Only the kinds the GPU plugin applies are admitted (VfioDeviceConfig too, since VFIO passthrough
+// exists): the compute-domain kinds would fail every prepare.
 TEST(AdmissionTest, OnlyKindsTheGpuPluginAppliesAreAccepted) {
   auto gates = Gates();
   auto params = [](absl::string_view kind, const json& extra) {
@@ -295,13 +295,13 @@ TEST(AdmissionTest, OnlyKindsTheGpuPluginAppliesAreAccepted) {
     return Opaque("gpu.nvidia.com", p);
   };
   json good =
-      json::array({params("GpuConfig", json::object()), params("MigDeviceConfig", json::object())});
+      json::array({params("GpuConfig", json::object()), params("MigDeviceConfig", json::object()),
+                   params("VfioDeviceConfig", json::object()),
+                   params("VfioDeviceConfig", {{"iommu", {{"backendPolicy", "PreferIommuFD"}}}})});
   AdmissionResult r = Handle(Review(Object(false, good)), *gates);
   EXPECT_EQ(Response(r)["allowed"], true) << r.body;
 
   json refused = json::array({
-      params("VfioDeviceConfig", json::object()),
-      params("VfioDeviceConfig", {{"iommu", {{"backendPolicy", "PreferIommuFD"}}}}),
       params("ComputeDomainChannelConfig", {{"domainID", "d"}}),
       params("ComputeDomainDaemonConfig", {{"domainID", "d"}}),
   });
@@ -309,19 +309,13 @@ TEST(AdmissionTest, OnlyKindsTheGpuPluginAppliesAreAccepted) {
   EXPECT_EQ(resp["allowed"], false);
   EXPECT_EQ(resp["status"]["reason"], "Invalid");
   EXPECT_EQ(resp["status"]["message"].get<std::string>(),
-            "4 configs failed to validate: "
-            "spec.spec.devices.config[0].opaque.parameters.kind: VfioDeviceConfig: VFIO "
-            "passthrough is not supported by this version (allowed kinds for driver "
-            "gpu.nvidia.com: GpuConfig, MigDeviceConfig); "
-            "spec.spec.devices.config[1].opaque.parameters.kind: VfioDeviceConfig: VFIO "
-            "passthrough is not supported by this version (allowed kinds for driver "
-            "gpu.nvidia.com: GpuConfig, MigDeviceConfig); "
-            "spec.spec.devices.config[2].opaque.parameters.kind: ComputeDomainChannelConfig does "
+            "2 configs failed to validate: "
+            "spec.spec.devices.config[0].opaque.parameters.kind: ComputeDomainChannelConfig does "
             "not configure devices of driver gpu.nvidia.com (allowed kinds for driver "
-            "gpu.nvidia.com: GpuConfig, MigDeviceConfig); "
-            "spec.spec.devices.config[3].opaque.parameters.kind: ComputeDomainDaemonConfig does "
+            "gpu.nvidia.com: GpuConfig, MigDeviceConfig, VfioDeviceConfig); "
+            "spec.spec.devices.config[1].opaque.parameters.kind: ComputeDomainDaemonConfig does "
             "not configure devices of driver gpu.nvidia.com (allowed kinds for driver "
-            "gpu.nvidia.com: GpuConfig, MigDeviceConfig)");
+            "gpu.nvidia.com: GpuConfig, MigDeviceConfig, VfioDeviceConfig)");
 
   // Decode errors still come first, with the path to the bad field.
   json bad_vfio = json::array({params("VfioDeviceConfig", {{"iommu", {{"backendPolicy", "X"}}}})});

@@ -152,7 +152,7 @@ EOF
   [[ $output == *'; spec.devices.config[2].opaque.parameters.extra: unknown field'* ]]
 }
 
-@test "valid claims are accepted (time-slicing gate on); a VfioDeviceConfig is refused" {
+@test "valid claims are accepted (time-slicing gate on), a VfioDeviceConfig too; a compute-domain kind is refused" {
   kubectl -n "$E2E_NS" apply -f - <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -172,8 +172,8 @@ spec:
           sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}
 EOF
   kubectl -n "$E2E_NS" get resourceclaim good-claim >/dev/null
-  # VFIO passthrough is not implemented: the config would never apply (lib/api/gpu_kinds.h).
-  run kubectl -n "$E2E_NS" apply -f - <<EOF
+  # VFIO passthrough exists (docs/vfio.md): its config is admitted.
+  kubectl -n "$E2E_NS" apply -f - <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: vfio-template}
@@ -182,15 +182,32 @@ spec:
     devices:
       requests:
       - name: vfio
-        exactly: {deviceClassName: gpu.nvidia.com}
+        exactly: {deviceClassName: vfio.gpu.nvidia.com}
       config:
       - opaque:
           driver: gpu.nvidia.com
           parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: VfioDeviceConfig}
 EOF
+  kubectl -n "$E2E_NS" delete resourceclaimtemplate vfio-template
+  # A compute-domain kind never configures a GPU (lib/api/gpu_kinds.h).
+  run kubectl -n "$E2E_NS" apply -f - <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: channel-template}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+      config:
+      - opaque:
+          driver: gpu.nvidia.com
+          parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: ComputeDomainChannelConfig, domainID: d}
+EOF
   [ "$status" -ne 0 ]
-  [[ $output == *'spec.spec.devices.config[0].opaque.parameters.kind: VfioDeviceConfig: VFIO passthrough is not supported by this version (allowed kinds for driver gpu.nvidia.com: GpuConfig, MigDeviceConfig)'* ]]
-  run kubectl -n "$E2E_NS" get resourceclaimtemplate vfio-template
+  [[ $output == *'spec.spec.devices.config[0].opaque.parameters.kind: ComputeDomainChannelConfig does not configure devices of driver gpu.nvidia.com (allowed kinds for driver gpu.nvidia.com: GpuConfig, MigDeviceConfig, VfioDeviceConfig)'* ]]
+  run kubectl -n "$E2E_NS" get resourceclaimtemplate channel-template
   [ "$status" -ne 0 ]
 }
 
