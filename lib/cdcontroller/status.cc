@@ -65,15 +65,23 @@ std::vector<ComputeDomainNode> BuildNodes(std::vector<const k8s::ComputeDomainCl
                                           const std::vector<DaemonPod>& pods) {
   std::sort(cliques.begin(), cliques.end(),
             [](const auto* a, const auto* b) { return a->metadata.name < b->metadata.name; });
+  // A node whose daemon pod is known and not Ready (its container died or restarts) is NotReady
+  // whatever its entry says: a dead daemon cannot write that itself.
+  std::set<std::string> down;
+  for (const DaemonPod& p : pods) {
+    if (!p.non_fabric() && !p.node_name.empty() && !p.ready) down.insert(p.node_name);
+  }
   std::map<std::string, ComputeDomainNode> nodes;
   for (const k8s::ComputeDomainClique* c : cliques) {
-    for (const k8s::ComputeDomainDaemonInfo& d : c->daemons) {
+    // An entry still moving off an index an earlier entry holds is not listed yet.
+    for (const k8s::ComputeDomainDaemonInfo& d : k8s::SettledDaemons(c->daemons)) {
       ComputeDomainNode n;
       n.name = d.node_name;
       n.ip_address = d.ip_address;
       n.clique_id = d.clique_id;
       n.index = d.index;
-      n.status = d.status;
+      n.status =
+          down.contains(d.node_name) ? std::string(k8s::kComputeDomainStatusNotReady) : d.status;
       nodes.emplace(n.name, std::move(n));
     }
   }

@@ -34,7 +34,8 @@ struct DaemonPod {
 
 DaemonPod DaemonPodFromPod(const k8s::Pod& pod);
 
-// status.nodes, sorted by name: every daemon entry of `cliques` (all of one domain), then a node
+// status.nodes, sorted by name: every settled daemon entry (k8s::SettledDaemons) of `cliques` (all
+// of one domain; NotReady where the node's fabric daemon pod is not Ready), then a node
 // {name, pod IP, cliqueID "", index -1, Ready|NotReady} for each non-fabric pod with a node and an
 // IP. A node listed twice keeps its first entry (cliques in name order, then pods).
 std::vector<k8s::ComputeDomainNode> BuildNodes(std::vector<const k8s::ComputeDomainClique*> cliques,

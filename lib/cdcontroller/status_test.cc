@@ -106,6 +106,25 @@ TEST(BuildNodesTest, ANodeListedTwiceKeepsTheFirstCliqueEntry) {
   EXPECT_EQ(nodes[0], Node("n1", "10.0.0.1", "a", 0, "Ready"));
 }
 
+TEST(BuildNodesTest, NodeWithANotReadyDaemonPodIsNotReadyWhateverItsEntrySays) {
+  ComputeDomainClique a = Clique("uid.a", {Daemon("n1", "10.0.0.1", "a", 0, "Ready"),
+                                           Daemon("n2", "10.0.0.2", "a", 1, "Ready")});
+  std::vector<ComputeDomainNode> nodes =
+      BuildNodes({&a}, {Pod("n1", "10.0.0.1", false, true, "a"),  // daemon died
+                        Pod("n2", "10.0.0.2", true, true, "a")});
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0].status, "NotReady");
+  EXPECT_EQ(nodes[1].status, "Ready");
+}
+
+TEST(BuildNodesTest, EntryOnAnIndexAnEarlierEntryHoldsIsNotListedYet) {
+  ComputeDomainClique a = Clique("uid.a", {Daemon("n1", "10.0.0.1", "a", 0, "Ready"),
+                                           Daemon("n2", "10.0.0.2", "a", 0, "NotReady")});
+  std::vector<ComputeDomainNode> nodes = BuildNodes({&a}, {});
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].name, "n1");
+}
+
 TEST(BuildNodesTest, WithoutCliquesKeepsEntriesOfLiveFabricPodsByIp) {
   std::vector<ComputeDomainNode> existing = {
       Node("n1", "10.0.0.1", "a", 0, "Ready"),  // pod alive: kept

@@ -5,11 +5,13 @@
 // its own pod. No I/O; CliqueRegistrar sends the results to the API server.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lib/k8s/objects_compute_domain.h"
+#include "nlohmann/json.hpp"
 
 namespace dra::cddaemon {
 
@@ -45,5 +47,46 @@ bool RemoveOwnEntries(k8s::ComputeDomainClique& clique, absl::string_view pod_ip
 // no daemons yet.
 k8s::ComputeDomainClique NewClique(absl::string_view namespace_name, absl::string_view cd_uid,
                                    const DaemonIdentity& me);
+
+// --- Registration without a resourceVersion precondition (CliqueRegistrar) ---
+//
+// A daemon's writes touch only its own entry, so they are sent as RFC 6902 JSON patches applied to
+// whatever the clique holds when they arrive: appends and position-guarded replacements instead of
+// whole-object updates that lose to every concurrent write (docs/compute-domains.md, "At scale").
+
+// What this daemon wants its entry to say. `status` unset: keep what the entry says (NotReady for a
+// new entry). `preferred_index` >= 0: the index to take when free (the one held before the clique
+// was deleted or the entry lost).
+struct OwnEntryWish {
+  std::optional<std::string> status;
+  int64_t preferred_index = -1;
+};
+
+// The JSON patch operations that bring `clique` (as last seen) to hold this daemon's entry as
+// wished, plus the owner reference to its pod; an empty array when nothing is to change:
+// - no entry: append one with the preferred index when no entry uses it, else the smallest free
+//   index (ResourceExhausted "no available indices within maxNodesPerIMEXDomain (N)" when that is
+//   >= max_nodes);
+// - an entry at position p: "test" that p still holds this node, then "replace" it when its IP,
+//   clique ID, status or index differ, the index being its k8s::ResolvedIndices value (so a daemon
+//   that appended the same index as an earlier entry moves to a free one);
+// - where the patch must create a missing list (no daemons, no owner references) a "test" of the
+//   resourceVersion guards it instead, since an "add" of a whole list would replace a list that
+//   another daemon created meanwhile.
+absl::StatusOr<nlohmann::json> OwnEntryPatch(const k8s::ComputeDomainClique& clique,
+                                             const DaemonIdentity& me, const OwnEntryWish& wish);
+
+// Operations removing every entry whose IP is `pod_ip`, each guarded by a "test" of that IP at its
+// position (highest position first, so that earlier positions stay valid); empty when none.
+nlohmann::json RemoveOwnEntriesPatch(const k8s::ComputeDomainClique& clique,
+                                     absl::string_view pod_ip);
+
+// The server-side apply configuration that creates the clique (or, when it exists meanwhile, adds
+// to it) with both labels, the owner reference to the pod and only this daemon's entry; applied
+// under a field manager of this node's own (CliqueFieldManager), so that it never removes what
+// other daemons applied.
+nlohmann::json CliqueApplyConfig(absl::string_view namespace_name, absl::string_view cd_uid,
+                                 const DaemonIdentity& me, const OwnEntryWish& wish);
+std::string CliqueFieldManager(const DaemonIdentity& me);
 
 }  // namespace dra::cddaemon

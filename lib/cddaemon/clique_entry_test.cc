@@ -120,5 +120,138 @@ TEST(NewCliqueTest, NameAndLabels) {
   EXPECT_EQ(c.metadata.labels.at("resource.nvidia.com/computeDomain.cliqueID"), "cluster.1");
 }
 
+// --- Patches without a resourceVersion precondition ---
+
+k8s::ComputeDomainClique Seen(std::vector<k8s::ComputeDomainDaemonInfo> daemons) {
+  k8s::ComputeDomainClique c;
+  c.metadata.name = "uid.cluster.1";
+  c.metadata.resource_version = "42";
+  c.daemons = std::move(daemons);
+  c.raw = c.ToJson();
+  c.raw["metadata"]["ownerReferences"] = nlohmann::json::array();
+  return c;
+}
+
+TEST(ResolvedIndicesTest, LaterDuplicateMovesToTheSmallestIndexNoEarlierEntryHolds) {
+  std::vector<k8s::ComputeDomainDaemonInfo> d = {Entry("a", 0), Entry("b", 0), Entry("c", 1),
+                                                 Entry("d", 0)};
+  d.push_back(Entry("e", 7));
+  d.back().index = -1;
+  // b loses 0 and takes 1 (c then loses 1 and takes 2), d takes 3, e (negative) takes 4.
+  EXPECT_EQ(k8s::ResolvedIndices(d), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  std::vector<k8s::ComputeDomainDaemonInfo> settled = k8s::SettledDaemons(d);
+  ASSERT_EQ(settled.size(), 1u);
+  EXPECT_EQ(settled[0].node_name, "a");
+}
+
+TEST(ResolvedIndicesTest, AnEntryKeepsItsResultWhenEarlierOnesMoveOrLeave) {
+  std::vector<k8s::ComputeDomainDaemonInfo> d = {Entry("a", 0), Entry("b", 0), Entry("c", 0)};
+  std::vector<int64_t> first = k8s::ResolvedIndices(d);
+  d[1].index = first[1];  // b moved
+  EXPECT_EQ(k8s::ResolvedIndices(d), first);
+  d[2].index = first[2];  // c moved: everything settled
+  EXPECT_EQ(k8s::SettledDaemons(d).size(), 3u);
+  d.erase(d.begin());  // a left: b and c keep theirs
+  EXPECT_EQ(k8s::ResolvedIndices(d), (std::vector<int64_t>{first[1], first[2]}));
+}
+
+TEST(OwnEntryPatchTest, NewEntryIsAppendedWithTheSmallestFreeIndexAndTheOwnerReference) {
+  k8s::ComputeDomainClique c = Seen({Entry("a", 0), Entry("b", 2)});
+  absl::StatusOr<nlohmann::json> ops = OwnEntryPatch(c, Me("n", "10.0.0.9"), {});
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 2u) << ops->dump();
+  EXPECT_EQ((*ops)[0]["op"], "add");
+  EXPECT_EQ((*ops)[0]["path"], "/daemons/-");
+  EXPECT_EQ((*ops)[0]["value"]["index"], 1);
+  EXPECT_EQ((*ops)[0]["value"]["status"], "NotReady");
+  EXPECT_EQ((*ops)[0]["value"]["ipAddress"], "10.0.0.9");
+  EXPECT_EQ((*ops)[1]["path"], "/metadata/ownerReferences/-");
+  EXPECT_EQ((*ops)[1]["value"]["uid"], "uid-n");
+}
+
+TEST(OwnEntryPatchTest, PreferredIndexIsTakenWhenFree) {
+  k8s::ComputeDomainClique c = Seen({Entry("a", 0)});
+  auto ops = OwnEntryPatch(c, Me("n", "10.0.0.9"), {.preferred_index = 5});
+  ASSERT_TRUE(ops.ok());
+  EXPECT_EQ((*ops)[0]["value"]["index"], 5);
+  ops = OwnEntryPatch(c, Me("n", "10.0.0.9"), {.preferred_index = 0});  // taken by a
+  ASSERT_TRUE(ops.ok());
+  EXPECT_EQ((*ops)[0]["value"]["index"], 1);
+}
+
+TEST(OwnEntryPatchTest, ExistingEntryIsReplacedAtItsTestedPositionWithItsResolvedIndex) {
+  k8s::ComputeDomainClique c = Seen({Entry("a", 0), Entry("n", 0)});
+  c.daemons[1].ip_address = "10.0.0.9";
+  c.metadata.owner_references.push_back(
+      {.api_version = "v1", .kind = "Pod", .name = "daemon-n", .uid = "uid-n"});
+  auto ops = OwnEntryPatch(c, Me("n", "10.0.0.9"), {.status = "Ready"});
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 2u) << ops->dump();
+  EXPECT_EQ((*ops)[0],
+            (nlohmann::json{{"op", "test"}, {"path", "/daemons/1/nodeName"}, {"value", "n"}}));
+  EXPECT_EQ((*ops)[1]["op"], "replace");
+  EXPECT_EQ((*ops)[1]["path"], "/daemons/1");
+  EXPECT_EQ((*ops)[1]["value"]["index"], 1);
+  EXPECT_EQ((*ops)[1]["value"]["status"], "Ready");
+  // Settled and as wished: nothing to send.
+  c.daemons[1].index = 1;
+  c.daemons[1].status = "Ready";
+  ops = OwnEntryPatch(c, Me("n", "10.0.0.9"), {.status = "Ready"});
+  ASSERT_TRUE(ops.ok());
+  EXPECT_TRUE(ops->empty()) << ops->dump();
+}
+
+TEST(OwnEntryPatchTest, MissingListsAreGuardedByTheResourceVersion) {
+  k8s::ComputeDomainClique c;
+  c.metadata.name = "uid.cluster.1";
+  c.metadata.resource_version = "42";
+  c.raw = nlohmann::json{{"metadata", {{"name", "uid.cluster.1"}}}};
+  auto ops = OwnEntryPatch(c, Me("n", "10.0.0.9"), {});
+  ASSERT_TRUE(ops.ok());
+  ASSERT_EQ(ops->size(), 3u) << ops->dump();
+  EXPECT_EQ(
+      (*ops)[0],
+      (nlohmann::json{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", "42"}}));
+  EXPECT_EQ((*ops)[1]["path"], "/daemons");
+  EXPECT_EQ((*ops)[2]["path"], "/metadata/ownerReferences");
+}
+
+TEST(OwnEntryPatchTest, NoFreeIndexIsExhaustion) {
+  k8s::ComputeDomainClique c = Seen({Entry("a", 0), Entry("b", 1)});
+  auto ops = OwnEntryPatch(c, Me("n", "10.0.0.9", 2), {});
+  EXPECT_EQ(ops.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(ops.status().message(), HasSubstr("no available indices within"));
+  // An entry appended at once with an index another holds, and no free one left.
+  c = Seen({Entry("a", 0), Entry("n", 0)});
+  ops = OwnEntryPatch(c, Me("n", "10.0.0.9", 1), {});
+  EXPECT_EQ(ops.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(RemoveOwnEntriesPatchTest, EachRemovalIsGuardedByItsIpHighestPositionFirst) {
+  k8s::ComputeDomainClique c = Seen({Entry("a", 0), Entry("b", 1), Entry("c", 2)});
+  c.daemons[0].ip_address = "10.0.0.9";
+  c.daemons[2].ip_address = "10.0.0.9";
+  nlohmann::json ops = RemoveOwnEntriesPatch(c, "10.0.0.9");
+  ASSERT_EQ(ops.size(), 4u) << ops.dump();
+  EXPECT_EQ(ops[0]["path"], "/daemons/2/ipAddress");
+  EXPECT_EQ(ops[1], (nlohmann::json{{"op", "remove"}, {"path", "/daemons/2"}}));
+  EXPECT_EQ(ops[2]["path"], "/daemons/0/ipAddress");
+  EXPECT_EQ(ops[3]["path"], "/daemons/0");
+  EXPECT_TRUE(RemoveOwnEntriesPatch(c, "10.9.9.9").empty());
+}
+
+TEST(CliqueApplyConfigTest, OnlyOwnEntryLabelsAndOwnerReference) {
+  nlohmann::json cfg = CliqueApplyConfig("drv", "cd-uid", Me("n", "10.0.0.9"),
+                                         {.status = "NotReady", .preferred_index = 3});
+  EXPECT_EQ(cfg["kind"], "ComputeDomainClique");
+  EXPECT_EQ(cfg["metadata"]["name"], "cd-uid.cluster.1");
+  EXPECT_EQ(cfg["metadata"]["labels"]["resource.nvidia.com/computeDomain"], "cd-uid");
+  EXPECT_EQ(cfg["metadata"]["ownerReferences"][0]["uid"], "uid-n");
+  EXPECT_FALSE(cfg["metadata"].contains("resourceVersion"));
+  ASSERT_EQ(cfg["daemons"].size(), 1u);
+  EXPECT_EQ(cfg["daemons"][0]["index"], 3);
+  EXPECT_EQ(CliqueFieldManager(Me("n", "x")), "compute-domain-daemon/n");
+}
+
 }  // namespace
 }  // namespace dra::cddaemon

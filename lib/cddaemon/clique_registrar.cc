@@ -1,5 +1,6 @@
 #include "lib/cddaemon/clique_registrar.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
@@ -14,6 +15,14 @@ k8s::ListOptions NameSelector(const std::string& name) {
   k8s::ListOptions o;
   o.field_selector = absl::StrCat("metadata.name=", name);
   return o;
+}
+
+// Whether `a` is a later version of the same object than `b` (resourceVersions of one object
+// from etcd increase; anything unparsable counts as not newer, so the informer's copy is used).
+bool NewerVersion(const k8s::ObjectMeta& a, const k8s::ObjectMeta& b) {
+  uint64_t va = 0, vb = 0;
+  return a.uid == b.uid && absl::SimpleAtoi(a.resource_version, &va) &&
+         absl::SimpleAtoi(b.resource_version, &vb) && va > vb;
 }
 
 }  // namespace
@@ -54,22 +63,28 @@ absl::StatusOr<ComputeDomainClique> CliqueRegistrar::ReadLatest() {
 }
 
 absl::Status CliqueRegistrar::SyncOnce(bool reread) {
-  std::optional<bool> ready;
+  OwnEntryWish wish{.preferred_index = settled_index_};
   {
     absl::MutexLock lock(&mu_);
-    ready = ready_;
-  }
-  // The informer's copy is good enough unless the last sync failed. After a lost write it is
-  // still good once it has moved past the version that lost (the backoff gives the winner's write
-  // time to arrive), which saves a GET per conflict; otherwise read the latest.
-  std::optional<ComputeDomainClique> clique;
-  if (auto cached = informer_.Get(absl::StrCat(options_.namespace_name, "/", name_))) {
-    if (!reread || (!lost_rv_.empty() && cached->metadata.resource_version != lost_rv_)) {
-      clique = *cached;
+    if (ready_.has_value()) {
+      wish.status =
+          std::string(*ready_ ? k8s::kComputeDomainStatusReady : k8s::kComputeDomainStatusNotReady);
     }
   }
-  lost_rv_.clear();
-  if (!clique) {
+  // The informer's copy is good enough: the patches below carry no resourceVersion, and their
+  // "test" operations refuse what a stale copy would get wrong. After a failure, or before the
+  // informer synced (when "not cached" does not mean "missing"), read the latest.
+  std::optional<ComputeDomainClique> clique;
+  if (!reread && informer_.HasSynced()) {
+    if (auto cached = informer_.Get(absl::StrCat(options_.namespace_name, "/", name_))) {
+      clique = *cached;
+      // Our own last write may not have reached the informer yet: a view without it would append
+      // the entry a second time (refused by the API server as a duplicate key, a lost write).
+      if (last_answer_ && NewerVersion(last_answer_->metadata, cached->metadata)) {
+        clique = *last_answer_;
+      }
+    }
+  } else {
     absl::StatusOr<ComputeDomainClique> latest = ReadLatest();
     if (latest.ok()) {
       clique = std::move(*latest);
@@ -77,9 +92,18 @@ absl::Status CliqueRegistrar::SyncOnce(bool reread) {
       return latest.status();
     }
   }
-  bool create = !clique;
-  if (create) clique = NewClique(options_.namespace_name, options_.compute_domain_uid, options_.me);
-
+  if (!clique) {
+    // Create it, or add to it when another daemon created it meanwhile: an apply under this node's
+    // own field manager never answers AlreadyExists and never removes others' entries.
+    ASSIGN_OR_RETURN(
+        nlohmann::json out,
+        client_->Apply(ComputeDomainClique::kResource, options_.namespace_name,
+                       CliqueApplyConfig(options_.namespace_name, options_.compute_domain_uid,
+                                         options_.me, wish),
+                       /*force=*/false, "", CliqueFieldManager(options_.me)));
+    ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(out));
+    DRA_INFO("applied own entry to ComputeDomainClique", "clique", name_);
+  }
   auto label = clique->metadata.labels.find(std::string(k8s::kComputeDomainLabel));
   if (label == clique->metadata.labels.end() || label->second != options_.compute_domain_uid) {
     return absl::FailedPreconditionError(
@@ -88,29 +112,31 @@ absl::Status CliqueRegistrar::SyncOnce(bool reread) {
                      label == clique->metadata.labels.end() ? "" : label->second, "\", expected \"",
                      options_.compute_domain_uid, "\""));
   }
-  ASSIGN_OR_RETURN(bool changed, UpsertOwnEntry(*clique, options_.me));
-  if (ready.has_value()) {
-    ASSIGN_OR_RETURN(bool status_changed, SetOwnStatus(*clique, options_.me.node_name,
-                                                       *ready ? k8s::kComputeDomainStatusReady
-                                                              : k8s::kComputeDomainStatusNotReady));
-    changed = changed || status_changed;
-  }
-  if (create) {
-    ASSIGN_OR_RETURN(
-        nlohmann::json out,
-        client_->Create(ComputeDomainClique::kResource, options_.namespace_name, clique->ToJson()));
+  // Each answer is the object as the server holds it after the write, so a second pass moves an
+  // entry that appended an index another daemon appended first (k8s::ResolvedIndices).
+  for (int pass = 0; pass < kPatchPasses; ++pass) {
+    ASSIGN_OR_RETURN(nlohmann::json ops, OwnEntryPatch(*clique, options_.me, wish));
+    if (ops.empty()) break;
+    ASSIGN_OR_RETURN(nlohmann::json out, client_->JsonPatch(ComputeDomainClique::kResource,
+                                                            options_.namespace_name, name_, ops));
     ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(out));
-    DRA_INFO("created ComputeDomainClique", "clique", name_, "index",
-             clique->daemons.empty() ? -1 : clique->daemons.back().index);
-  } else if (changed) {
-    absl::StatusOr<nlohmann::json> out =
-        client_->Update(ComputeDomainClique::kResource, options_.namespace_name, clique->ToJson());
-    if (k8s::IsConflict(out.status())) lost_rv_ = clique->metadata.resource_version;
-    if (!out.ok()) return out.status();
-    ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(*out));
-    DRA_VLOG(2, "updated own entry in ComputeDomainClique", "clique", name_);
+    DRA_VLOG(2, "patched own entry in ComputeDomainClique", "clique", name_, "ops", ops.size());
   }
-  return callback_(clique->daemons);
+  last_answer_ = clique;
+  std::vector<k8s::ComputeDomainDaemonInfo> settled = k8s::SettledDaemons(clique->daemons);
+  bool mine = false;
+  for (const k8s::ComputeDomainDaemonInfo& d : settled) {
+    if (d.node_name == options_.me.node_name) {
+      mine = true;
+      settled_index_ = d.index;
+    }
+  }
+  RETURN_IF_ERROR(callback_(settled));
+  if (!mine) {
+    return absl::UnavailableError(absl::StrCat("own entry in ComputeDomainClique ", name_,
+                                               " does not hold its resolved index yet"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CliqueRegistrar::Stop(absl::Duration budget) {
@@ -135,10 +161,11 @@ absl::Status CliqueRegistrar::RemoveOwnEntry(absl::Duration budget) {
     absl::StatusOr<ComputeDomainClique> clique = ReadLatest();
     if (absl::IsNotFound(clique.status())) return absl::OkStatus();
     if (clique.ok()) {
-      if (!RemoveOwnEntries(*clique, options_.me.pod_ip)) return absl::OkStatus();
-      absl::StatusOr<nlohmann::json> out = client_->Update(
-          ComputeDomainClique::kResource, options_.namespace_name, clique->ToJson());
-      if (out.ok()) {
+      nlohmann::json ops = RemoveOwnEntriesPatch(*clique, options_.me.pod_ip);
+      if (ops.empty()) return absl::OkStatus();
+      absl::StatusOr<nlohmann::json> out =
+          client_->JsonPatch(ComputeDomainClique::kResource, options_.namespace_name, name_, ops);
+      if (out.ok() || absl::IsNotFound(out.status())) {
         DRA_INFO("removed own entry from ComputeDomainClique", "clique", name_, "ip",
                  options_.me.pod_ip);
         return absl::OkStatus();

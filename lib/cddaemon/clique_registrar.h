@@ -5,10 +5,13 @@
 // reference to its pod, hands every observed daemon list to a callback, and removes its entry at
 // shutdown.
 //
-// Writes use optimistic concurrency (Update with the resourceVersion read). On a conflict the
-// latest object is re-read from the API server after the jittered backoff of SyncLoop, so that
-// many daemons writing one clique do not storm the API server. Other errors (index exhaustion, a
-// clique of another domain, transport) retry on the same backoff.
+// Writes carry no resourceVersion, so concurrent daemons do not lose to each other: a missing
+// clique is created by a server-side apply under this node's own field manager, the own entry is
+// appended or replaced by JSON patches guarded by "test" operations on its position
+// (clique_entry.h), and an index that two daemons appended at once is resolved in list order
+// (k8s::ResolvedIndices). Only settled entries reach the callback. A failed write (a failed
+// "test", transport, index exhaustion, a clique of another domain) re-reads the latest object
+// after the jittered backoff of SyncLoop.
 //
 // Thread-safety: Start, Stop from one thread (main); SetReady from any thread. The callback runs
 // on the worker thread, one call at a time.
@@ -74,8 +77,12 @@ class CliqueRegistrar final : public Registrar {
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<bool> ready_ ABSL_GUARDED_BY(mu_);
-  // Worker thread only: the resourceVersion our last Update was based on when it conflicted.
-  std::string lost_rv_;
+  // Patches per sync: an append, then a move off an index appended by an earlier entry too.
+  static constexpr int kPatchPasses = 3;
+  // Worker thread only: the index last held (asked for again when the clique was recreated).
+  int64_t settled_index_ = -1;
+  // Worker thread only: the clique as our last write left it.
+  std::optional<k8s::ComputeDomainClique> last_answer_;
 };
 
 }  // namespace dra::cddaemon

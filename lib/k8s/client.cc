@@ -4,7 +4,6 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "lib/common/backoff.h"
 #include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
@@ -73,7 +72,6 @@ void Client::WaitForToken() {
 absl::StatusOr<nlohmann::json> Client::Call(HttpRequest request, absl::string_view what) {
   request.timeout = options_.request_timeout;
   request.max_body_bytes = options_.max_body_bytes;
-  Backoff backoff(options_.retry_backoff);
   for (int attempt = 0;; ++attempt) {
     WaitForToken();
     auto response = transport_->Do(request);
@@ -96,20 +94,13 @@ absl::StatusOr<nlohmann::json> Client::Call(HttpRequest request, absl::string_vi
                                               transport_->config().source, ")"));
       s.SetPayload(kReasonPayload, absl::Cord("Unauthorized"));
     }
-    // 429 means the server did not process the request, and a 5xx with Retry-After says it may be
-    // sent again; a plain 5xx is retried only for reads, since a write may have been applied.
-    const absl::Duration server_delay = RetryAfter(s);
-    const bool read = request.method == "GET" || request.method == "HEAD";
-    const bool retriable = response->code == 429 ||
-                           (response->code >= 500 && (server_delay > absl::ZeroDuration() || read));
+    bool retriable =
+        response->code == 429 || (response->code >= 500 && RetryAfter(s) > absl::ZeroDuration());
     if (!retriable || attempt >= options_.max_retries) return s;
-    // The next backoff step is taken in any case, so a server that keeps answering with a short
-    // Retry-After still sees the gaps grow; Retry-After is honoured as a lower bound, up to 10 s.
-    const absl::Duration step = backoff.Next();
-    const absl::Duration delay = std::max(std::min(server_delay, absl::Seconds(10)), step);
-    DRA_VLOG(2, "retrying after an error answer", "request", what, "code", response->code,
-             "retry_after", server_delay, "delay", delay, "attempt", attempt + 1);
-    absl::SleepFor(delay);
+    absl::Duration delay = std::max(RetryAfter(s), absl::Milliseconds(100));
+    DRA_VLOG(2, "retrying after server asked to wait", "request", what, "delay", delay, "attempt",
+             attempt + 1);
+    absl::SleepFor(std::min(delay, absl::Seconds(10)));
   }
 }
 
@@ -202,12 +193,25 @@ absl::StatusOr<nlohmann::json> Client::MergePatch(const ResourceInfo& r, absl::s
               Describe("patch", r, ns, name));
 }
 
+absl::StatusOr<nlohmann::json> Client::JsonPatch(const ResourceInfo& r, absl::string_view ns,
+                                                 absl::string_view name,
+                                                 const nlohmann::json& ops,
+                                                 absl::string_view subresource) {
+  return Call({.method = "PATCH",
+               .path_and_query = ResourcePath(r, ns, name, subresource),
+               .content_type = "application/json-patch+json",
+               .body = ops.dump()},
+              Describe("patch", r, ns, name));
+}
+
 absl::StatusOr<nlohmann::json> Client::Apply(const ResourceInfo& r, absl::string_view ns,
                                              const nlohmann::json& object, bool force,
-                                             absl::string_view subresource) {
+                                             absl::string_view subresource,
+                                             absl::string_view field_manager) {
   std::string name = NameOf(object);
   std::string q;
-  AddQueryParam(q, "fieldManager", options_.field_manager);
+  AddQueryParam(q, "fieldManager",
+                field_manager.empty() ? options_.field_manager : std::string(field_manager));
   if (force) AddQueryParam(q, "force", "true");
   return Call({.method = "PATCH",
                .path_and_query = ResourcePath(r, ns, name, subresource) + q,

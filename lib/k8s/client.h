@@ -4,8 +4,7 @@
 // watch for any kind described by a ResourceInfo. Typed access sits on top (typed_client.h).
 //
 // Every call passes a client-side rate limiter (QPS with burst, like client-go) and retries a 429
-// TooManyRequests, a 5xx carrying Retry-After, and a 5xx to a read, up to `max_retries` times with
-// exponential backoff, never sooner than the server's Retry-After (ClientOptions).
+// TooManyRequests (or a 5xx carrying Retry-After) up to `max_retries` times, waiting as told.
 //
 // Thread-safety: all methods may be called concurrently from any thread.
 
@@ -21,7 +20,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "lib/common/backoff.h"
 #include "lib/k8s/http.h"
 #include "lib/k8s/object_meta.h"
 #include "lib/k8s/resource_info.h"
@@ -41,12 +39,7 @@ inline constexpr size_t kMaxWatchLineBytes = size_t{16} << 20;
 struct ClientOptions {
   double qps = 50;  // sustained requests per second; <= 0 disables the limiter
   int burst = 100;
-  // Answers retried: 429, a 5xx with Retry-After, and any 5xx to a GET; each waits the next
-  // backoff step or the server's Retry-After (capped at 10 s), whichever is longer. The defaults
-  // ride out about 12 s of an overloaded or restarting API server before the error is returned.
-  int max_retries = 6;
-  BackoffOptions retry_backoff = {.initial = absl::Milliseconds(200), .max = absl::Seconds(5),
-                                  .factor = 2.0, .jitter = 0.2};
+  int max_retries = 3;  // for 429 and 5xx with Retry-After
   absl::Duration request_timeout = absl::Seconds(30);
   std::string field_manager = "dra-driver-nvidia-gpu";
   // A larger response body fails the request (ResourceExhausted, naming the limit and the URL).
@@ -114,10 +107,18 @@ class Client {
   absl::StatusOr<nlohmann::json> MergePatch(const ResourceInfo& r, absl::string_view ns,
                                             absl::string_view name, const nlohmann::json& patch,
                                             absl::string_view subresource = "");
-  // Server-side apply of `object` (must carry apiVersion, kind, metadata.name).
+  // RFC 6902 JSON patch (`ops` is the array of operations). No resourceVersion precondition:
+  // the server applies it to the latest object, so "test" operations are the only guard (a failed
+  // test is an InvalidArgument answer, 422).
+  absl::StatusOr<nlohmann::json> JsonPatch(const ResourceInfo& r, absl::string_view ns,
+                                           absl::string_view name, const nlohmann::json& ops,
+                                           absl::string_view subresource = "");
+  // Server-side apply of `object` (must carry apiVersion, kind, metadata.name), as
+  // `field_manager` (empty: ClientOptions::field_manager).
   absl::StatusOr<nlohmann::json> Apply(const ResourceInfo& r, absl::string_view ns,
                                        const nlohmann::json& object, bool force = true,
-                                       absl::string_view subresource = "");
+                                       absl::string_view subresource = "",
+                                       absl::string_view field_manager = "");
 
   // Streams watch events until the server ends the watch (returns OK), `on_event` returns false
   // (OK), `stopped` returns true (OK), the resourceVersion is too old (IsGone), or the connection

@@ -1,5 +1,6 @@
 #include "lib/k8s/objects_compute_domain.h"
 
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -138,6 +139,34 @@ nlohmann::json ComputeDomainClique::ToJson() const {
 
 std::string CliqueObjectName(absl::string_view compute_domain_uid, absl::string_view clique_id) {
   return absl::StrCat(compute_domain_uid, ".", clique_id);
+}
+
+nlohmann::json DaemonInfoToJson(const ComputeDomainDaemonInfo& d) { return EncodeDaemon(d); }
+
+std::vector<int64_t> ResolvedIndices(const std::vector<ComputeDomainDaemonInfo>& daemons) {
+  std::set<int64_t> taken;
+  std::vector<int64_t> out;
+  out.reserve(daemons.size());
+  for (const ComputeDomainDaemonInfo& d : daemons) {
+    int64_t index = d.index;
+    if (index < 0 || taken.contains(index)) {
+      index = 0;
+      while (taken.contains(index)) ++index;
+    }
+    taken.insert(index);
+    out.push_back(index);
+  }
+  return out;
+}
+
+std::vector<ComputeDomainDaemonInfo> SettledDaemons(
+    const std::vector<ComputeDomainDaemonInfo>& daemons) {
+  std::vector<int64_t> resolved = ResolvedIndices(daemons);
+  std::vector<ComputeDomainDaemonInfo> out;
+  for (size_t i = 0; i < daemons.size(); ++i) {
+    if (daemons[i].index == resolved[i]) out.push_back(daemons[i]);
+  }
+  return out;
 }
 
 }  // namespace dra::k8s

@@ -104,4 +104,21 @@ struct ComputeDomainClique {
 // "<computeDomainUID>.<cliqueID>".
 std::string CliqueObjectName(absl::string_view compute_domain_uid, absl::string_view clique_id);
 
+// One daemon list entry as the API serves it.
+nlohmann::json DaemonInfoToJson(const ComputeDomainDaemonInfo& d);
+
+// The index each entry of a clique's daemon list is entitled to, decided in list order (the order
+// the API server serialized the appends in, the same for every reader): an entry keeps its index
+// when it is >= 0 and no earlier entry is entitled to it; otherwise it is entitled to the smallest
+// index no earlier entry is entitled to. An entry's result depends only on the entries before it,
+// so once those hold their results, it never changes. Daemons append with the smallest free index
+// they see, without a resourceVersion precondition; two that append at once may pick the same
+// index, and the later one moves to its resolved index (docs/compute-domains.md, "At scale").
+std::vector<int64_t> ResolvedIndices(const std::vector<ComputeDomainDaemonInfo>& daemons);
+
+// The entries that hold their resolved index (the others are about to move and are not yet
+// anybody's peer), in list order.
+std::vector<ComputeDomainDaemonInfo> SettledDaemons(
+    const std::vector<ComputeDomainDaemonInfo>& daemons);
+
 }  // namespace dra::k8s
