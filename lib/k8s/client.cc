@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "lib/common/backoff.h"
 #include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
@@ -72,6 +73,7 @@ void Client::WaitForToken() {
 absl::StatusOr<nlohmann::json> Client::Call(HttpRequest request, absl::string_view what) {
   request.timeout = options_.request_timeout;
   request.max_body_bytes = options_.max_body_bytes;
+  Backoff backoff(options_.retry_backoff);
   for (int attempt = 0;; ++attempt) {
     WaitForToken();
     auto response = transport_->Do(request);
@@ -94,13 +96,20 @@ absl::StatusOr<nlohmann::json> Client::Call(HttpRequest request, absl::string_vi
                                               transport_->config().source, ")"));
       s.SetPayload(kReasonPayload, absl::Cord("Unauthorized"));
     }
-    bool retriable =
-        response->code == 429 || (response->code >= 500 && RetryAfter(s) > absl::ZeroDuration());
+    // 429 means the server did not process the request, and a 5xx with Retry-After says it may be
+    // sent again; a plain 5xx is retried only for reads, since a write may have been applied.
+    const absl::Duration server_delay = RetryAfter(s);
+    const bool read = request.method == "GET" || request.method == "HEAD";
+    const bool retriable = response->code == 429 ||
+                           (response->code >= 500 && (server_delay > absl::ZeroDuration() || read));
     if (!retriable || attempt >= options_.max_retries) return s;
-    absl::Duration delay = std::max(RetryAfter(s), absl::Milliseconds(100));
-    DRA_VLOG(2, "retrying after server asked to wait", "request", what, "delay", delay, "attempt",
-             attempt + 1);
-    absl::SleepFor(std::min(delay, absl::Seconds(10)));
+    // The next backoff step is taken in any case, so a server that keeps answering with a short
+    // Retry-After still sees the gaps grow; Retry-After is honoured as a lower bound, up to 10 s.
+    const absl::Duration step = backoff.Next();
+    const absl::Duration delay = std::max(std::min(server_delay, absl::Seconds(10)), step);
+    DRA_VLOG(2, "retrying after an error answer", "request", what, "code", response->code,
+             "retry_after", server_delay, "delay", delay, "attempt", attempt + 1);
+    absl::SleepFor(delay);
   }
 }
 

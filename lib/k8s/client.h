@@ -4,7 +4,8 @@
 // watch for any kind described by a ResourceInfo. Typed access sits on top (typed_client.h).
 //
 // Every call passes a client-side rate limiter (QPS with burst, like client-go) and retries a 429
-// TooManyRequests (or a 5xx carrying Retry-After) up to `max_retries` times, waiting as told.
+// TooManyRequests, a 5xx carrying Retry-After, and a 5xx to a read, up to `max_retries` times with
+// exponential backoff, never sooner than the server's Retry-After (ClientOptions).
 //
 // Thread-safety: all methods may be called concurrently from any thread.
 
@@ -20,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "lib/common/backoff.h"
 #include "lib/k8s/http.h"
 #include "lib/k8s/object_meta.h"
 #include "lib/k8s/resource_info.h"
@@ -39,7 +41,12 @@ inline constexpr size_t kMaxWatchLineBytes = size_t{16} << 20;
 struct ClientOptions {
   double qps = 50;  // sustained requests per second; <= 0 disables the limiter
   int burst = 100;
-  int max_retries = 3;  // for 429 and 5xx with Retry-After
+  // Answers retried: 429, a 5xx with Retry-After, and any 5xx to a GET; each waits the next
+  // backoff step or the server's Retry-After (capped at 10 s), whichever is longer. The defaults
+  // ride out about 12 s of an overloaded or restarting API server before the error is returned.
+  int max_retries = 6;
+  BackoffOptions retry_backoff = {.initial = absl::Milliseconds(200), .max = absl::Seconds(5),
+                                  .factor = 2.0, .jitter = 0.2};
   absl::Duration request_timeout = absl::Seconds(30);
   std::string field_manager = "dra-driver-nvidia-gpu";
   // A larger response body fails the request (ResourceExhausted, naming the limit and the URL).
