@@ -113,13 +113,18 @@ std::string BenchNode::CreateAllocatedClaim(int i) {
            {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
   auto created = Check(client_->Create(k8s::ResourceClaim::kResource, kNamespace, c), "claim");
   claims_.push_back(name);
-  created["status"] = {{"allocation",
-                        {{"devices",
-                          {{"results",
-                            {{{"request", "gpu"},
-                              {"driver", "gpu.nvidia.com"},
-                              {"pool", node_},
-                              {"device", absl::StrCat("gpu-", i % 8)}}}}}}}}};
+  nlohmann::json result = {{"request", "gpu"},
+                            {"driver", "gpu.nvidia.com"},
+                            {"pool", node_},
+                            {"device", absl::StrCat("gpu-", i % 8)}};
+  created["status"] = {
+      {"allocation", {{"devices", {{"results", nlohmann::json::array({result})}}}}},
+      // As the scheduler reserves it for the pod (the kubelet prepares only reserved claims; the
+      // plugin's claim cache keeps only those).
+      {"reservedFor",
+       {{{"resource", "pods"},
+         {"name", name},
+         {"uid", absl::StrCat("00000000-0000-4000-8000-", 100000000000 + i)}}}}};
   auto updated =
       Check(client_->UpdateStatus(k8s::ResourceClaim::kResource, kNamespace, created), "allocate");
   return updated["metadata"]["uid"].get<std::string>();

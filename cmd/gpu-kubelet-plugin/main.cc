@@ -106,6 +106,14 @@ int main(int argc, char** argv) {
                 "name, MIG parent and profile, a Ready condition) and remove them at unprepare. "
                 "Best effort: a failed write never fails a prepare. Off: none are written; "
                 "entries written earlier are still removed at unprepare.");
+  flags.AddBool("prepare-trace", "PREPARE_TRACE", &c.prepare_trace,
+                "Log one line per prepare and unprepare call with the time spent in each stage "
+                "(claim fetch, config resolution, checkpoint read and write, CDI spec write, "
+                "device status, response), in microseconds. Also on at -v=5 and above.");
+  flags.AddBool("claim-informer", "CLAIM_INFORMER", &c.claim_informer,
+                "Answer the claim reads of a prepare from a cache of the ResourceClaims allocated "
+                "to this node, kept by a watch; a claim missing from it, or whose cached copy "
+                "has another UID or no allocation, is read with a GET. Off: one GET per claim.");
   flags.AddDuration("nvidia-smi-timeout", "NVIDIA_SMI_TIMEOUT", &c.nvidia_smi_timeout,
                     "Time limit of one nvidia-smi run (setting GPU time-slices); it is killed "
                     "after that and the prepare fails (the kubelet retries).");

@@ -1,7 +1,9 @@
 #include "lib/cdi/transient_specs.h"
 
 #include <dirent.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "lib/common/atomic_file.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/common/trace.h"
 
 namespace dra::cdi {
 namespace {
@@ -30,6 +33,18 @@ absl::Status RemoveIfExists(const std::string& path) {
   return absl::OkStatus();
 }
 
+// True only when statfs says `dir` is on tmpfs; an error (logged) counts as "not tmpfs", the
+// safe side.
+bool OnTmpfs(const std::string& dir) {
+  struct statfs fs {};
+  if (::statfs(dir.c_str(), &fs) != 0) {
+    DRA_WARNING("statfs of the CDI spec directory failed; writes stay durable", "dir", dir, "err",
+                ErrnoToStatus(errno, "statfs"));
+    return false;
+  }
+  return static_cast<int64_t>(fs.f_type) == static_cast<int64_t>(TMPFS_MAGIC);
+}
+
 }  // namespace
 
 std::string TransientSpecName(const Kind& kind, absl::string_view id) {
@@ -42,7 +57,10 @@ absl::StatusOr<std::unique_ptr<TransientSpecDir>> TransientSpecDir::Create(std::
   if (dir.empty()) return absl::InvalidArgumentError("CDI spec directory must not be empty");
   ASSIGN_OR_RETURN(Kind parsed, ParseKind(kind));
   RETURN_IF_ERROR(MakeDirectories(dir));
-  return std::unique_ptr<TransientSpecDir>(new TransientSpecDir(std::move(dir), std::move(parsed)));
+  const bool durable = !OnTmpfs(dir);
+  DRA_VLOG(2, "CDI spec directory", "dir", dir, "tmpfs", !durable);
+  return std::unique_ptr<TransientSpecDir>(
+      new TransientSpecDir(std::move(dir), std::move(parsed), durable));
 }
 
 std::string TransientSpecDir::PathFor(absl::string_view id) const {
@@ -61,7 +79,9 @@ absl::StatusOr<std::string> TransientSpecDir::Write(absl::string_view id, Spec s
   }
   if (spec.version.empty()) spec.version = MinimumVersion(spec).version;
   RETURN_IF_ERROR(Annotate(ValidateSpec(spec), context));
-  RETURN_IF_ERROR(WriteFileAtomically(path, EncodeSpec(spec), 0644));
+  TraceStage stage("cdiWrite");
+  RETURN_IF_ERROR(
+      WriteFileAtomically(path, EncodeSpec(spec), AtomicWriteOptions{.durable = durable_}));
   const std::string legacy = absl::StrCat(dir_, "/", TransientSpecName(kind_, id), kYaml);
   if (absl::Status s = RemoveIfExists(legacy); !s.ok()) {
     DRA_WARNING("could not remove legacy CDI spec", "path", legacy, "err", s);

@@ -40,6 +40,11 @@ class TransientSpecDir {
   // "<dir>/<vendor>-<class>_<id>.json".
   std::string PathFor(absl::string_view id) const;
 
+  // Whether writes fsync the file and the directory: not on tmpfs (found with statfs at Create),
+  // whose contents a power loss takes anyway (/var/run/cdi is tmpfs on most nodes), so a sync
+  // there buys nothing and costs prepare latency. Either way the rename makes a write atomic.
+  bool durable() const { return durable_; }
+
   // Writes `spec` for `id` atomically with mode 0644 and returns the path. spec.kind must be this
   // directory's kind; an empty spec.version is set to MinimumVersion(spec); the spec must pass
   // ValidateSpec (nothing is written otherwise). A ".yaml" file for the same ID (as the Go driver
@@ -61,10 +66,12 @@ class TransientSpecDir {
   absl::StatusOr<int> RemoveTemporaryFiles() const;
 
  private:
-  TransientSpecDir(std::string dir, Kind kind) : dir_(std::move(dir)), kind_(std::move(kind)) {}
+  TransientSpecDir(std::string dir, Kind kind, bool durable)
+      : dir_(std::move(dir)), kind_(std::move(kind)), durable_(durable) {}
 
   std::string dir_;
   Kind kind_;
+  bool durable_ = true;
 };
 
 }  // namespace dra::cdi

@@ -1,7 +1,9 @@
 #include "lib/cdi/transient_specs.h"
 
 #include <stdlib.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -180,6 +182,32 @@ TEST_F(TransientSpecDirTest, RemoveTemporaryFilesTakesOnlyOurLeftovers) {
   EXPECT_FALSE(fs::exists(dir_ + "/.k8s.gpu.example.com-claim_u1.json.tmp.AbC123"));
   EXPECT_TRUE(fs::exists(dir_ + "/.other-vendor-claim_u1.json.tmp.AbC123"));
   EXPECT_TRUE(fs::exists(dir_ + "/k8s.gpu.example.com-claim_u2.json"));
+}
+
+TEST(TransientSpecDirDurabilityTest, NoSyncOnTmpfsAndSyncOnDisk) {
+  // /dev/shm is tmpfs on Linux; the test's /tmp directory is on disk here (the CI machines keep
+  // /tmp on the root file system), and a write goes through either way.
+  char shm_tmpl[] = "/dev/shm/cdi_test_XXXXXX";
+  ASSERT_NE(::mkdtemp(shm_tmpl), nullptr);
+  auto on_shm = TransientSpecDir::Create(shm_tmpl, kKind);
+  ASSERT_TRUE(on_shm.ok()) << on_shm.status();
+  EXPECT_FALSE((*on_shm)->durable());
+  Spec spec;
+  spec.kind = kKind;
+  spec.devices.push_back({.name = "d", .container_edits = {.device_nodes = {{.path = "/dev/x"}}}});
+  auto path = (*on_shm)->Write("uid-1", spec);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_TRUE(fs::exists(*path));
+  fs::remove_all(shm_tmpl);
+
+  char disk_tmpl[] = "/tmp/cdi_test_XXXXXX";
+  ASSERT_NE(::mkdtemp(disk_tmpl), nullptr);
+  struct statfs st {};
+  ASSERT_EQ(::statfs(disk_tmpl, &st), 0);
+  auto on_disk = TransientSpecDir::Create(disk_tmpl, kKind);
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status();
+  EXPECT_EQ((*on_disk)->durable(), st.f_type != TMPFS_MAGIC);
+  fs::remove_all(disk_tmpl);
 }
 
 }  // namespace

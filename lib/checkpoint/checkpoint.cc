@@ -19,6 +19,7 @@
 #include "lib/common/file_lock.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/common/trace.h"
 
 namespace dra::checkpoint {
 namespace {
@@ -147,6 +148,7 @@ absl::StatusOr<std::optional<PreparedClaim>> Checkpoint::Get(absl::string_view u
 }
 
 absl::StatusOr<ClaimMap> Checkpoint::List() const {
+  TraceStage stage("checkpointRead");
   const std::string context = absl::StrCat("read checkpoint ", path_);
   LoadReports reports;
   absl::StatusOr<Contents> contents;
@@ -161,6 +163,7 @@ absl::StatusOr<ClaimMap> Checkpoint::List() const {
 }
 
 absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claims)>& mutate) {
+  TraceStage stage("checkpointWrite");
   const std::string context = absl::StrCat("update checkpoint ", path_);
   LoadReports reports;
   absl::Status status = [&]() -> absl::Status {
@@ -178,7 +181,39 @@ absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claim
   return status;
 }
 
+std::optional<Checkpoint::FileIdentity> Checkpoint::StatLocked() const {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{.dev = static_cast<uint64_t>(st.st_dev),
+                      .ino = static_cast<uint64_t>(st.st_ino),
+                      .size = static_cast<int64_t>(st.st_size),
+                      .mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+                      .ctime_ns = st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec};
+}
+
+void Checkpoint::KeepLocked(const Contents& contents) const {
+  std::optional<FileIdentity> file = StatLocked();
+  absl::MutexLock lock(&copy_mu_);
+  if (file) {
+    copy_ = DecodedCopy{.file = *file, .contents = contents};
+  } else {
+    copy_.reset();
+  }
+}
+
 absl::StatusOr<Contents> Checkpoint::LoadLocked(LoadReports* reports) const {
+  if (std::optional<FileIdentity> file = StatLocked()) {
+    absl::MutexLock lock(&copy_mu_);
+    if (copy_ && copy_->file == *file) return copy_->contents;
+  }
+  absl::StatusOr<Contents> loaded = LoadFileLocked(reports);
+  // Only a file that decoded as it is: adoption and corruption wrote a new one (kept by
+  // WriteLocked already).
+  if (loaded.ok() && !reports->adoption && !reports->corruption) KeepLocked(*loaded);
+  return loaded;
+}
+
+absl::StatusOr<Contents> Checkpoint::LoadFileLocked(LoadReports* reports) const {
   absl::StatusOr<std::string> text = ReadFile(path_);
   if (absl::IsNotFound(text.status())) {
     Contents empty{.node_boot_id = boot_id_};
@@ -314,9 +349,11 @@ absl::Status Checkpoint::WriteLocked(const Contents& contents) const {
   // Not durable on purpose: the checkpoint records the boot ID and a reboot (the only way to lose
   // the page cache) invalidates it, so fsyncs would buy nothing; a torn file after a power loss is
   // handled by the corruption policy. The replaced file's blocks are freed off the prepare path.
-  return WriteFileAtomically(
+  RETURN_IF_ERROR(WriteFileAtomically(
       path_, text,
-      AtomicWriteOptions{.mode = 0644, .release_replaced_in_background = true, .durable = false});
+      AtomicWriteOptions{.mode = 0644, .release_replaced_in_background = true, .durable = false}));
+  KeepLocked(contents);
+  return absl::OkStatus();
 }
 
 void Checkpoint::Notify(const LoadReports& reports) const {

@@ -47,6 +47,12 @@
 // by a crash between write and rename (".checkpoint.json.tmp.*") is never read and is removed by
 // Open.
 //
+// Decoded copy: the contents this object last read or wrote are kept in memory with the file's
+// identity (device, inode, size, modification and change times, from stat under the file lock).
+// A read whose stat matches uses them instead of reading and decoding the file again; any write
+// by another process replaces the file (a rename: a new inode) and is read as before. So a
+// prepare reads the file once per change, not once per operation (docs/performance.md).
+//
 // Thread-safety: every method may be called from any thread; each operation takes the file lock,
 // which excludes other threads and other processes alike. on_corruption is called without the
 // lock held, on the thread of the operation that found the corruption.
@@ -57,9 +63,11 @@
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/checkpoint/format.h"
 #include "lib/common/clock.h"
@@ -153,6 +161,8 @@ class Checkpoint {
   // Reads and decodes the file. REQUIRES: the file lock is held. Applies the adoption and the
   // corruption policies (writing the converted or an empty checkpoint) and fills *reports.
   absl::StatusOr<Contents> LoadLocked(LoadReports* reports) const;
+  // LoadLocked without the decoded copy: always reads the file.
+  absl::StatusOr<Contents> LoadFileLocked(LoadReports* reports) const;
   // Steps A1-A4 for `text`, a file that looks like a Go checkpoint. DataLoss: corrupt.
   absl::StatusOr<Contents> AdoptGoLocked(const std::string& text, DecodeDiagnostics* diag,
                                          AdoptionReport* report) const;
@@ -164,6 +174,21 @@ class Checkpoint {
   // Removes all but the newest `keep` files "checkpoint.json<infix><seconds>[.<n>]".
   void PruneCopies(absl::string_view infix, int keep) const;
 
+  // What a stat of the checkpoint file says about which file it is.
+  struct FileIdentity {
+    uint64_t dev = 0, ino = 0;
+    int64_t size = 0, mtime_ns = 0, ctime_ns = 0;
+    friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+  };
+  struct DecodedCopy {
+    FileIdentity file;
+    Contents contents;
+  };
+  // The file's identity now; nullopt when stat fails (the read then goes to the file).
+  std::optional<FileIdentity> StatLocked() const;
+  // Remembers `contents` as the decoded copy of the file as it is now. REQUIRES: the file lock.
+  void KeepLocked(const Contents& contents) const;
+
   const std::string dir_;
   const std::string path_;
   const std::string lock_path_;
@@ -173,6 +198,9 @@ class Checkpoint {
   std::optional<CorruptionReport> open_corruption_;
   std::optional<AdoptionReport> open_adoption_;
   size_t claims_invalidated_by_reboot_ = 0;
+  // Guarded by the file lock (which excludes this process's other threads too) and by copy_mu_.
+  mutable absl::Mutex copy_mu_;
+  mutable std::optional<DecodedCopy> copy_ ABSL_GUARDED_BY(copy_mu_);
 };
 
 }  // namespace dra::checkpoint

@@ -126,6 +126,8 @@ class DeviceStatusStep final : public PlanStep {
   nlohmann::json UndoData() const override { return StatusClaimRefToJson(claim_); }
   bool external() const override { return true; }    // the API server's copy of the claim
   bool resumable() const override { return false; }  // never fails
+  // Runs after the Completed record (prepare_plan.h): one checkpoint write per prepare.
+  bool best_effort() const override { return true; }
   // Best effort: the entries are informational, and a pod must not wait for (or fail on) them.
   absl::Status Apply(const Deadline& deadline) override {
     // A write is bounded by the status client's request timeout (5 s, plugin_app.cc); with less

@@ -10,6 +10,7 @@
 #include "lib/api/errors.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/common/trace.h"
 #include "lib/gpu/device_configs.h"
 
 namespace dra::gpu {
@@ -331,8 +332,10 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
       deadline.CapTime(options_.clock->Now() + options_.mps_ready_timeout);
   // Resolve the configs and plan the devices, then refuse devices other claims hold: no side
   // effects.
+  std::optional<TraceStage> configs_stage(std::in_place, "configs");
   ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim));
   RETURN_IF_ERROR(CheckOverlap(uid, all, plan.prepared, plan.configs));
+  configs_stage.reset();
   {  // PassthroughSupport: a GPU and its gpu-vfio sibling are one device (vfio_claim.h).
     std::vector<std::string> names;
     for (const PreparedDevice& p : plan.prepared) names.push_back(p.device);

@@ -5,6 +5,7 @@
 #include "lib/common/file_lock.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/common/trace.h"
 
 namespace dra::gpu {
 namespace {
@@ -96,6 +97,7 @@ void GpuDriver::RefreshPreparedDevicesGauge() {
 }
 
 absl::StatusOr<FileLock> GpuDriver::AcquireLock(const Deadline& deadline) const {
+  TraceStage stage("prepLock");
   const absl::Duration wait = deadline.infinite() ? lock_timeout_ : deadline.Left();
   auto lock = FileLock::Acquire(lock_path_, wait);
   if (!lock.ok()) {

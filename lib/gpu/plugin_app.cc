@@ -44,6 +44,7 @@
 #include "lib/k8s/client.h"
 #include "lib/k8s/events.h"
 #include "lib/k8s/objects_core.h"
+#include "lib/kubeletplugin/claim_cache.h"
 #include "lib/kubeletplugin/claim_source.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
@@ -141,6 +142,8 @@ struct PluginApp::Parts {
   std::unique_ptr<ClaimApi> claim_api;
   std::unique_ptr<kubeletplugin::SlicePublisher> publisher;
   std::unique_ptr<DeviceHealthTracker> health_tracker;
+  // --claim-informer: prepare's claim reads from memory; outlives the server that asks it.
+  std::unique_ptr<kubeletplugin::ClaimCache> claim_cache;
   std::unique_ptr<kubeletplugin::PluginServer> server;
   std::unique_ptr<DeviceHealthMonitor> health_monitor;
   std::unique_ptr<metrics::HttpServer> http;
@@ -199,6 +202,7 @@ void PluginApp::Stop() {
   if (p.health) p.health->Stop();
   if (p.health_monitor) p.health_monitor->Stop();
   if (p.server) p.server->Stop();  // removes our sockets: the kubelet sees the plugin go away
+  if (p.claim_cache) p.claim_cache->Stop();
   if (p.publisher) p.publisher->Stop();
   // The cleanup thread ends within a second of its wait; a pass under way runs to its end.
   p.stopping = true;
@@ -465,6 +469,22 @@ absl::Status PluginApp::ServeKubelet() {
   kubeletplugin::PluginServerOptions options;
   options.driver_name = kDriverName;
   options.claim_getter = kubeletplugin::ClaimGetterFromClient(p.claim_client.get());
+  options.trace_calls = config_.prepare_trace;
+  if (config_.claim_informer) {
+    metrics::Family<metrics::Counter>* lookups = p.registry.AddCounter(
+        "nvidia_dra_claim_cache_lookups_total",
+        "Prepare's claim reads by how the claim cache answered: hit (from memory), miss (not "
+        "cached) or stale (another UID or no allocation); a miss or stale one is a GET.",
+        {"result"});
+    p.claim_cache = std::make_unique<kubeletplugin::ClaimCache>(kubeletplugin::ClaimCache::Options{
+        .driver_name = kDriverName,
+        .node_name = config_.node_name,
+        .on_lookup = [lookups](kubeletplugin::ClaimCache::Result r) {
+          lookups->WithLabels({kubeletplugin::ClaimCache::ResultName(r)})->Inc();
+        }});
+    p.claim_cache->Start(p.client.get());
+    options.claim_lookup = p.claim_cache.get();
+  }
   options.kubelet_plugins_dir = config_.kubelet_plugins_dir;
   options.registry_dir = config_.kubelet_registrar_dir;
   options.pod_uid = config_.pod_uid;

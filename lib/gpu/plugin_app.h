@@ -65,6 +65,10 @@ struct PluginConfig {
   // --device-status: write each prepared claim's status.devices entries (device_status.h). Off:
   // none are written; entries recorded by an earlier prepare are still removed at unprepare.
   bool device_status = true;
+  // --prepare-trace: a per-stage trace line per prepare/unprepare (lib/common/trace.h).
+  bool prepare_trace = false;
+  // --claim-informer: prepare reads claims from kubeletplugin::ClaimCache (GET on a miss).
+  bool claim_informer = true;
   const FeatureGates* gates = nullptr;
 };
 

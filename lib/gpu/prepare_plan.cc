@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/common/trace.h"
 
 namespace dra::gpu {
 namespace {
@@ -94,6 +95,7 @@ absl::Status StepEngine::UndoOne(const StepRecord& record) const {
     return absl::FailedPreconditionError(absl::StrCat("no undo is known for step \"", record.name,
                                                       "\" (recorded by a newer plugin?)"));
   }
+  TraceStage stage(CallTrace::Active() ? CallTrace::Intern(record.name + "Undo") : "");
   return it->second(record.undo);
 }
 
@@ -159,7 +161,10 @@ absl::Status StepEngine::Run(const std::vector<StepRecord>& recorded, PlanSteps&
     }
     return WithUndoError(error, undo);
   };
-  for (size_t i = 0; i < steps.size(); ++i) {
+  // The best-effort tail: recorded with the completion, run after it.
+  size_t tail = steps.size();
+  while (tail > 0 && steps[tail - 1]->best_effort()) --tail;
+  for (size_t i = 0; i < tail; ++i) {
     PlanStep& step = *steps[i];
     if (step.external()) {
       slots[i] = StepRecord{step.name(), StepState::kBegun, step.UndoData()};
@@ -167,12 +172,31 @@ absl::Status StepEngine::Run(const std::vector<StepRecord>& recorded, PlanSteps&
       if (!w.ok()) return fail(i, Annotate(w, "record step " + step.name()), true);
       has_entry = true;
     }
-    const absl::Status s = step.Apply(deadline);
+    absl::Status s;
+    {
+      TraceStage stage(CallTrace::Active() ? CallTrace::Intern(step.name() + "Step") : "");
+      s = step.Apply(deadline);
+    }
     if (!s.ok()) return fail(i, s, !step.resumable());
     slots[i] = StepRecord{step.name(), StepState::kApplied, step.UndoData()};
   }
-  // A failure here leaves the record Started: the retry finishes, unprepare undoes.
-  return journal_->Completed(current());
+  for (size_t i = tail; i < steps.size(); ++i) {
+    slots[i] = StepRecord{steps[i]->name(), StepState::kApplied, steps[i]->UndoData()};
+  }
+  // A failure here leaves the record Started (or none, when no step before was external): the
+  // retry finishes, unprepare undoes; the tail has not run.
+  RETURN_IF_ERROR(journal_->Completed(current()));
+  for (size_t i = tail; i < steps.size(); ++i) {
+    PlanStep& step = *steps[i];
+    absl::Status s;
+    {
+      TraceStage stage(CallTrace::Active() ? CallTrace::Intern(step.name() + "Step") : "");
+      s = step.Apply(deadline);
+    }
+    // Not the contract; the claim is prepared all the same, and the record's Undo covers it.
+    if (!s.ok()) DRA_WARNING("best-effort prepare step failed", "step", step.name(), "err", s);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dra::gpu

@@ -20,7 +20,13 @@
 //     (the CDI spec) is recorded with the completion only: what it leaves after a crash is found
 //     without a record (the cleanup's orphan-spec sweep, unprepare's unconditional spec removal);
 //   - after the last step the record is written with every step applied and the claim completed
-//     (StepJournal::Completed).
+//     (StepJournal::Completed);
+//   - best_effort() steps at the end of the plan (the claim's device status: informational, a
+//     failed write is the step's own warning) are recorded applied, with the claim completed, in
+//     that same last write, before they run: they cannot fail, so the record is true once they
+//     returned, and a crash while they run leaves a record whose Undo covers them. A plan whose
+//     only external steps are such a tail is therefore recorded once per prepare (the CDI spec,
+//     then one checkpoint write, then the tail) instead of twice (docs/performance.md).
 //
 // A failing step:
 //   - a resumable() step may have done part of its work (a time-slice set on one GPU of two, an
@@ -91,6 +97,10 @@ class PlanStep {
   virtual bool external() const = 0;
   // A failed Apply may leave work that a repeated Apply completes (kept for the retry, above).
   virtual bool resumable() const = 0;
+  // Never fails (its Apply handles its own errors and returns OK) and nothing after it depends on
+  // it; its Undo tolerates "never applied". Such steps at the end of a plan run after the
+  // Completed record (above). Default: false.
+  virtual bool best_effort() const { return false; }
   // Idempotent. A step not begun because `deadline` passed fails with DeadlineExceeded.
   virtual absl::Status Apply(const Deadline& deadline) = 0;
 };

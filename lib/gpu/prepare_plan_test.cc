@@ -41,6 +41,7 @@ class MemoryJournal final : public StepJournal {
   }
   absl::Status Completed(const std::vector<StepRecord>& steps) override {
     log_->push_back("completed " + Describe(steps));
+    if (!completed_status.ok()) return completed_status;
     record = steps;
     completed = true;
     return absl::OkStatus();
@@ -53,6 +54,7 @@ class MemoryJournal final : public StepJournal {
   std::optional<std::vector<StepRecord>> record;  // nullopt: no entry
   bool completed = false;
   absl::Status write_status;
+  absl::Status completed_status;
 
  private:
   Log* log_;
@@ -63,6 +65,7 @@ struct FakeStepSpec {
   bool external = true;
   bool resumable = false;
   nlohmann::json undo = nullptr;
+  bool best_effort = false;
 };
 
 class FakeStep final : public PlanStep {
@@ -74,8 +77,14 @@ class FakeStep final : public PlanStep {
   nlohmann::json UndoData() const override { return spec_.undo; }
   bool external() const override { return spec_.external; }
   bool resumable() const override { return spec_.resumable; }
+  bool best_effort() const override { return spec_.best_effort; }
   absl::Status Apply(const Deadline& deadline) override {
     log_->push_back("apply " + spec_.name);
+    // Best-effort steps: where they run relative to the journal's writes is in the log.
+    if (spec_.best_effort) {
+      auto it = apply_status_->find(spec_.name);
+      return it == apply_status_->end() ? absl::OkStatus() : it->second;
+    }
     // The write-ahead rule, checked where it matters: an external step is on record as begun
     // when its Apply runs.
     if (spec_.external) {
@@ -337,6 +346,45 @@ TEST(StepRecordsTest, JsonRoundTripAndErrors) {
                 .status()
                 .message(),
             "steps[0].state: expected \"begun\" or \"applied\"");
+}
+
+TEST_F(StepEngineTest, BestEffortTailIsRecordedWithTheCompletionAndRunsAfterIt) {
+  PlanSteps steps = Plan({{.name = "spec", .external = false},
+                          {.name = "status", .undo = {{"claim", "c"}}, .best_effort = true}});
+  ASSERT_TRUE(Run(steps).ok());
+  // One journal write for the whole prepare.
+  EXPECT_THAT(log_,
+              ElementsAre("apply spec", "completed [spec:applied status:applied]", "apply status"));
+  EXPECT_TRUE(journal_.completed);
+}
+
+TEST_F(StepEngineTest, BestEffortStepBeforeAnOrdinaryOneIsAnOrdinaryExternalStep) {
+  PlanSteps steps = Plan({{.name = "status", .best_effort = true}, {.name = "b"}});
+  // Not in the tail: recorded begun before it runs, like any external step.
+  ASSERT_TRUE(Run(steps).ok());
+  EXPECT_THAT(log_, ElementsAre("started [status:begun]", "apply status",
+                                "started [status:applied b:begun]", "apply b",
+                                "completed [status:applied b:applied]"));
+}
+
+TEST_F(StepEngineTest, FailedCompletionRecordSkipsTheBestEffortTail) {
+  PlanSteps steps = Plan({{.name = "a"}, {.name = "status", .best_effort = true}});
+  journal_.completed_status = absl::UnavailableError("disk full");
+  absl::Status s = Run(steps);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Effects(), ElementsAre("apply a"));
+  // The record stays as the external step left it: the retry finishes, unprepare undoes.
+  ASSERT_TRUE(journal_.record.has_value());
+  EXPECT_EQ(Describe(*journal_.record), "[a:begun]");
+}
+
+TEST_F(StepEngineTest, AFailingBestEffortStepStillLeavesTheClaimCompleted) {
+  PlanSteps steps =
+      Plan({{.name = "spec", .external = false}, {.name = "status", .best_effort = true}});
+  apply_status_["status"] = absl::InternalError("not the contract");
+  ASSERT_TRUE(Run(steps).ok());
+  EXPECT_TRUE(journal_.completed);
+  EXPECT_EQ(Describe(*journal_.record), "[spec:applied status:applied]");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/status.h"
+#include "lib/common/trace.h"
 
 namespace dra::kubeletplugin {
 
@@ -16,10 +17,21 @@ ClaimGetter ClaimGetterFromClient(k8s::Client* client) {
 }
 
 absl::StatusOr<std::vector<k8s::ResourceClaim>> FetchClaimsForPrepare(
-    const ClaimGetter& getter, const std::vector<ClaimRef>& refs) {
+    const ClaimGetter& getter, const std::vector<ClaimRef>& refs, ClaimLookup* lookup) {
   std::vector<k8s::ResourceClaim> claims;
   claims.reserve(refs.size());
   for (const ClaimRef& ref : refs) {
+    if (lookup != nullptr) {
+      std::shared_ptr<const k8s::ResourceClaim> cached = lookup->Find(ref);
+      // Find promises both; checked again so that a faulty lookup can never skip them.
+      if (cached != nullptr && cached->metadata.uid == ref.uid &&
+          cached->status.allocation.has_value()) {
+        CallTrace::CountInCurrent("claimCacheHits");
+        claims.push_back(*cached);
+        continue;
+      }
+      CallTrace::CountInCurrent("claimCacheMisses");
+    }
     absl::StatusOr<k8s::ResourceClaim> claim = getter(ref.namespace_name, ref.name);
     if (!claim.ok()) {
       return Annotate(claim.status(), absl::StrCat("retrieve claim ", ref.String()));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/common/trace.h"
 
 namespace dra::kubeletplugin {
 namespace {
@@ -51,11 +52,16 @@ absl::StatusOr<std::map<std::string, PrepareResult>> NodeService::Prepare(
            ClaimList(claims));
   std::map<std::string, PrepareResult> response;
   if (claims.empty()) return response;
+  CallTrace trace("prepare trace", trace_ || log::VEnabled(kTraceVerbosity));
+  trace.Note("request_id", static_cast<int64_t>(call.request_id));
+  trace.Note("claims", static_cast<int64_t>(claims.size()));
 
   // Reading the claims needs no lock: it is the slow part and touches no local state.
   absl::StatusOr<std::vector<k8s::ResourceClaim>> objects =
-      NoThrow(call.request_id, "retrieve claims",
-              [&] { return FetchClaimsForPrepare(claim_getter_, claims); });
+      NoThrow(call.request_id, "retrieve claims", [&] {
+        TraceStage stage("claimFetch");
+        return FetchClaimsForPrepare(claim_getter_, claims, claim_lookup_);
+      });
   if (!objects.ok()) {
     DRA_ERROR("NodePrepareResources failed", "request_id", call.request_id, "err",
               objects.status());
@@ -64,6 +70,7 @@ absl::StatusOr<std::map<std::string, PrepareResult>> NodeService::Prepare(
 
   std::optional<Serializer::Guard> guard;
   if (serializer_ != nullptr) {
+    TraceStage stage("serializeWait");
     absl::StatusOr<Serializer::Guard> locked = Lock(call);
     if (!locked.ok()) {
       DRA_ERROR("NodePrepareResources failed", "request_id", call.request_id, "err",
@@ -82,6 +89,7 @@ absl::StatusOr<std::map<std::string, PrepareResult>> NodeService::Prepare(
     return Annotate(results.status(), "prepare resource claims");
   }
 
+  TraceStage stage("response");
   for (const ClaimRef& ref : claims) {
     auto it = results->find(ref.uid);
     PrepareResult& out = response[ref.uid];
@@ -112,6 +120,9 @@ absl::StatusOr<std::map<std::string, absl::Status>> NodeService::Unprepare(
            ClaimList(claims));
   std::map<std::string, absl::Status> response;
   if (claims.empty()) return response;
+  CallTrace trace("unprepare trace", trace_ || log::VEnabled(kTraceVerbosity));
+  trace.Note("request_id", static_cast<int64_t>(call.request_id));
+  trace.Note("claims", static_cast<int64_t>(claims.size()));
 
   // No API read: the claim may already be gone, and the driver has what it needs recorded.
   std::optional<Serializer::Guard> guard;
@@ -140,6 +151,7 @@ absl::StatusOr<std::map<std::string, absl::Status>> NodeService::Unprepare(
     out = it == results->end() ? absl::InternalError("driver returned no result for this claim")
                                : std::move(it->second);
     if (out.ok()) {
+      if (claim_lookup_ != nullptr) claim_lookup_->Unprepared(ref);
       DRA_VLOG(kCallVerbosity, "unprepared claim", "request_id", call.request_id, "claim",
                ref.String(), "uid", ref.uid);
     } else {

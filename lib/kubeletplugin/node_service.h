@@ -24,12 +24,20 @@ class NodeService {
   // `serializer` null: calls reach the driver concurrently. `driver` and `serializer` must
   // outlive this object. `lock_timeout` caps the wait for the serialization (the call's own
   // deadline caps it too).
+  // `trace`: log a per-stage trace line of every call (lib/common/trace.h), as at -v=5
+  // (kTraceVerbosity) and above. `claim_lookup` (may be null; must outlive this object) is asked
+  // before `claim_getter` and told of every successful unprepare.
   NodeService(DraDriver* driver, ClaimGetter claim_getter, Serializer* serializer,
-              absl::Duration lock_timeout)
+              absl::Duration lock_timeout, bool trace = false, ClaimLookup* claim_lookup = nullptr)
       : driver_(driver),
         claim_getter_(std::move(claim_getter)),
         serializer_(serializer),
-        lock_timeout_(lock_timeout) {}
+        lock_timeout_(lock_timeout),
+        trace_(trace),
+        claim_lookup_(claim_lookup) {}
+
+  // From this -v level on every call logs its trace line even without `trace`.
+  static constexpr int kTraceVerbosity = 5;
 
   // Returns a result for exactly the UIDs in `claims`, or an error that fails the whole call
   // (claim read/check failures, lock timeout, driver-wide error). Device request names are
@@ -48,6 +56,8 @@ class NodeService {
   const ClaimGetter claim_getter_;
   Serializer* const serializer_;
   const absl::Duration lock_timeout_;
+  const bool trace_;
+  ClaimLookup* const claim_lookup_;
   std::atomic<uint64_t> next_request_id_{1};
 };
 

@@ -43,6 +43,9 @@ struct PluginServerOptions {
   std::string driver_name;  // required, e.g. "gpu.nvidia.com"
   // Required: reads the claims named in NodePrepareResources (see ClaimGetterFromClient).
   ClaimGetter claim_getter;
+  // Optional: a local copy of claims asked before claim_getter (ClaimCache); must outlive the
+  // server.
+  ClaimLookup* claim_lookup = nullptr;
 
   std::string kubelet_plugins_dir = kDefaultKubeletPluginsDir;
   // Empty: <kubelet_plugins_dir>/<driver_name>.
@@ -61,6 +64,8 @@ struct PluginServerOptions {
   bool serialize = true;
   // Upper bound on waiting for the serialization; the kubelet's own deadline also bounds it.
   absl::Duration lock_timeout = absl::Seconds(30);
+  // Log one per-stage trace line per prepare/unprepare call (NodeService; also at -v=5).
+  bool trace_calls = false;
 
   bool serve_v1 = true;
   bool serve_v1beta1 = true;
