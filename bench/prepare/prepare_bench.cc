@@ -239,12 +239,13 @@ int main(int argc, char** argv) {
               static_cast<double>(rss - mock_rss) / 1024.0);
   if (trace) {
     // The sequential calls come first in the log; the concurrent ones after.
-    const size_t n = std::min(prep_traces.size(), static_cast<size_t>(claims));
-    std::vector<std::map<std::string, int64_t>> seq_prep(prep_traces.begin(),
-                                                         prep_traces.begin() + n);
-    const size_t m = std::min(unprep_traces.size(), static_cast<size_t>(claims));
-    std::vector<std::map<std::string, int64_t>> seq_unprep(unprep_traces.begin(),
-                                                           unprep_traces.begin() + m);
+    auto first = [claims](const std::vector<std::map<std::string, int64_t>>& lines) {
+      const auto n =
+          static_cast<std::ptrdiff_t>(std::min(lines.size(), static_cast<size_t>(claims)));
+      return std::vector<std::map<std::string, int64_t>>(lines.begin(), lines.begin() + n);
+    };
+    const auto seq_prep = first(prep_traces);
+    const auto seq_unprep = first(unprep_traces);
     PrintStages("prepare trace", seq_prep);
     PrintStages("unprepare trace", seq_unprep);
     int64_t hits = 0, misses = 0;
