@@ -154,8 +154,6 @@ class DeviceStatusStep final : public PlanStep {
   const StatusClaimRef claim_;
   const std::vector<DeviceStatusEntry> entries_;
   const DeviceStatusWriter* const writer_;
-};
-
   const std::shared_ptr<const CreatedMigDevices> created_mig_;
 
   // Dynamic MIG devices get the UUID migDevices created (unknown when the entries were planned).
@@ -166,6 +164,8 @@ class DeviceStatusStep final : public PlanStep {
     }
     return entries;
   }
+};
+
 // Undo of deviceStatus: remove this driver's entries from the claim, if it is still there.
 absl::Status RemoveDeviceStatus(const DeviceStatusWriter* writer, const nlohmann::json& undo) {
   ASSIGN_OR_RETURN(StatusClaimRef claim, StatusClaimRefFromJson(undo));
@@ -261,13 +261,13 @@ absl::Status StopMpsDaemons(const MpsDaemons* mps, const nlohmann::json& undo) {
 
 PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services) {
   auto edits = std::make_shared<DeviceEdits>();
-  PlanSteps steps;
-  if (!in.time_slices.empty()) {
   auto created_mig = std::make_shared<CreatedMigDevices>();
-    steps.push_back(
+  PlanSteps steps;
   if (auto mig = MigDevicesStep(in.cdi_devices, services.mig, created_mig)) {
     steps.push_back(std::move(mig));
   }
+  if (!in.time_slices.empty()) {
+    steps.push_back(
         std::make_unique<TimeSlicingStep>(in.claim_uid, in.time_slices, services.time_slicing));
   }
   if (!in.mps.empty()) {
@@ -299,11 +299,11 @@ std::vector<StepRecord> AppliedRecords(const PlanSteps& steps) {
 StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::ClaimMap& others,
                             const ClaimStepServices& services) {
   StepUndoers undoers;
-  undoers[kTimeSlicingStep] = [claim_uid, &others, services](const nlohmann::json& undo) {
-    return ResetTimeSlices(claim_uid, others, services.time_slicing, undo);
   undoers[kMigDevicesStep] = [services](const nlohmann::json& undo) {
     return UndoMigDevices(services.mig, undo);
   };
+  undoers[kTimeSlicingStep] = [claim_uid, &others, services](const nlohmann::json& undo) {
+    return ResetTimeSlices(claim_uid, others, services.time_slicing, undo);
   };
   undoers[kMpsDaemonsStep] = [services](const nlohmann::json& undo) {
     return StopMpsDaemons(services.mps, undo);

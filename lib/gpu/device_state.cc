@@ -335,12 +335,12 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   std::optional<TraceStage> configs_stage(std::in_place, "configs");
   ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim));
   RETURN_IF_ERROR(CheckOverlap(uid, all, plan.prepared, plan.configs));
-  configs_stage.reset();
   {  // PassthroughSupport: a GPU and its gpu-vfio sibling are one device (vfio_claim.h).
     std::vector<std::string> names;
     for (const PreparedDevice& p : plan.prepared) names.push_back(p.device);
     RETURN_IF_ERROR(CheckSiblingsFree(inventory_, uid, names, all));
   }
+  configs_stage.reset();
   if (!plan.time_slices.empty() && options_.time_slicing == nullptr) {
     return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
   }

@@ -117,11 +117,10 @@ struct PluginApp::Parts {
   metrics::Family<metrics::Counter>* health_recoveries = nullptr;
   std::unique_ptr<driverroot::DriverRoot> root;
   Inventory inventory;
-  std::unique_ptr<nvml::Nvml> nvml_library;  // kept for the device health monitor
   // DynamicMIG with a counter set to publish: partitionable slices in this layout (by the API
   // server's version, read once at startup); unset: BuildDriverResources.
   std::optional<SliceLayout> partitionable_layout;
-  // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
+  std::unique_ptr<nvml::Nvml> nvml_library;  // kept for the device health monitor
   std::unique_ptr<nvml::Session> mig_session;  // DynamicMIG
   std::unique_ptr<MigManager> mig;
   // PassthroughSupport (vfio_setup.h), and the devices claims hold: their gpu/vfio siblings are
@@ -129,6 +128,7 @@ struct PluginApp::Parts {
   std::unique_ptr<VfioRuntime> vfio;
   mutable absl::Mutex held_mu;
   std::set<std::string> held ABSL_GUARDED_BY(held_mu);
+  // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
   std::atomic<bool> serving{false};
   std::atomic<bool> cleanup_now{false};
   std::atomic<bool> stopping{false};  // ends the cleanup thread's wait
@@ -306,10 +306,6 @@ absl::Status PluginApp::DiscoverDevices() {
     ASSIGN_OR_RETURN(p.vfio, VfioRuntime::Create(config_.host_root, config_.nvidia_driver_root,
                                                  p.inventory));
   }
-  DRA_INFO("discovered devices", "node", config_.node_name, "devices", p.inventory.devices.size(),
-           "driverVersion", p.inventory.driver_version);
-  // Hardware that degraded the node (a lost GPU, a capacity NVML does not report): each was
-  // logged by discovery; the Node event makes it visible to the cluster's operators.
   if (!p.inventory.counter_sets.empty()) {
     absl::StatusOr<std::string> version = p.client->GetRaw("/version");
     if (!version.ok()) return Annotate(version.status(), "read the API server's /version");
@@ -318,6 +314,10 @@ absl::Status PluginApp::DiscoverDevices() {
              p.inventory.counter_sets.size(), "layout",
              *p.partitionable_layout == SliceLayout::kSplit ? "split" : "combined");
   }
+  DRA_INFO("discovered devices", "node", config_.node_name, "devices", p.inventory.devices.size(),
+           "driverVersion", p.inventory.driver_version);
+  // Hardware that degraded the node (a lost GPU, a capacity NVML does not report): each was
+  // logged by discovery; the Node event makes it visible to the cluster's operators.
   if (!p.inventory.left_out.empty()) {
     (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "DevicesLeftOut",
                          absl::StrCat("not published: ", absl::StrJoin(p.inventory.left_out, "; ")),
@@ -393,10 +393,6 @@ absl::Status PluginApp::BuildDeviceState() {
   p.mps = MpsDaemons::Real(MpsEnv(config_, p.plugin_dir, p.claim_client.get(), p.nvidia_smi.get()));
   p.metadata = std::make_unique<DeviceMetadataFiles>(p.plugin_dir, config_.cdi_root);
   if (p.vfio) p.vfio->SetPersistence(p.nvidia_smi.get());
-  p.state = std::make_unique<DeviceState>(
-      p.inventory, p.cdi.get(), p.checkpoint.get(),
-      DeviceState::Options{.pool_name = config_.node_name,
-                           .gates = config_.gates,
   // DynamicMIG: one NVML session for the plugin's life (MIG changes go through it, serialized).
   if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kDynamicMIG) &&
       p.nvml_library != nullptr) {
@@ -405,6 +401,10 @@ absl::Status PluginApp::BuildDeviceState() {
     p.mig_session = std::make_unique<nvml::Session>(*std::move(session));
     p.mig = std::make_unique<MigManager>(p.mig_session.get());
   }
+  p.state = std::make_unique<DeviceState>(
+      p.inventory, p.cdi.get(), p.checkpoint.get(),
+      DeviceState::Options{.pool_name = config_.node_name,
+                           .gates = config_.gates,
                            .consumable_shares = p.shares,
                            .time_slicing = p.time_slicing.get(),
                            .mps = p.mps.get(),
