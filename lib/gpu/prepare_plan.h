@@ -28,6 +28,12 @@
 //     only external steps are such a tail is therefore recorded once per prepare (the CDI spec,
 //     then one checkpoint write, then the tail) instead of twice (docs/performance.md).
 //
+// Journal writes, and why each is needed (docs/performance.md): Started before each external step
+// that can fail (the write-ahead record that lets a crash be finished or undone; nothing else
+// says that a GPU setting or a daemon exists), Completed after the last step (a retried prepare
+// answers from it, unprepare works from it alone), Started again when an undo fails (what is
+// left for the retry). A plan whose external steps are only a best-effort tail writes once.
+//
 // A failing step:
 //   - a resumable() step may have done part of its work (a time-slice set on one GPU of two, an
 //     MPS daemon that started but is not ready yet) which a repeated Apply completes: it stays
