@@ -94,7 +94,9 @@ plugin_metric() {
 }
 
 @test "NVMLDeviceHealthCheck: XIDs taint devices, the kubelet reports the device unhealthy, the scheduler avoids it" {
-  change_driver --set featureGates.NVMLDeviceHealthCheck=true
+  # Recovery off (as in the Go driver): the taints hold however quiet the GPUs stay.
+  change_driver --set featureGates.NVMLDeviceHealthCheck=true \
+    --set-string kubeletPlugin.containers.gpus.healthRecoveryQuietPeriod=0s
 
   claim one-gpu
   pod pod1 "$GPU_NODE" "gpu=claim:one-gpu"
@@ -138,8 +140,77 @@ plugin_metric() {
   [ "$(k get pod pod-bad -o jsonpath='{.status.phase}')" = Pending ]
   [ -z "$(allocated want-bad)" ]
 
-  # Taints last until the plugin restarts (an operator's signal that the GPU was looked after).
+  # With recovery off, taints last until the plugin restarts (an operator's signal that the GPU
+  # was looked after).
   k delete pod pod-bad --wait=false
   restore_driver
   wait_for 30 "the taints to go" eval '[ -z "$(slice_taints "$used")$(slice_taints "$bad")$(slice_taints "$ok")" ]'
+}
+
+# How often the Node's Normal DeviceHealthRecovered events reported device $1.
+recovered_count() {
+  kubectl get events -A -o json \
+    --field-selector "involvedObject.kind=Node,involvedObject.name=$GPU_NODE,reason=DeviceHealthRecovered" |
+    jq --arg d "device $1 " '[.items[] | select(.type == "Normal" and (.message | startswith($d))) | .count // 1] | add // 0'
+}
+
+@test "health recovery: a tainted GPU that stays quiet is untainted, reported healthy and scheduled again" {
+  local quiet=20
+  change_driver --set featureGates.NVMLDeviceHealthCheck=true \
+    --set-string kubeletPlugin.containers.gpus.healthRecoveryQuietPeriod=${quiet}s
+  claim one-gpu
+  pod pod1 "$GPU_NODE" "gpu=claim:one-gpu"
+  wait_pod_phase pod1 Running 60
+  local used used_uuid bad bad_uuid
+  used=$(allocated one-gpu)
+  used_uuid=$(slice_uuid "$used")
+  wait_for 30 "the kubelet to report $used healthy" eval '[ "$(pod_device_health pod1 "$used")" = Healthy ]'
+  bad=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |
+    jq -r --arg u "$used" '.items[] | .spec.pool.name as $p | .spec.devices[] | "\($p)/\(.name)" | select(. != $u)' |
+    sort | head -n 1)
+  bad_uuid=$(slice_uuid "$bad")
+  local used_events bad_events
+  used_events=$(recovered_count "${used#*/}")
+  bad_events=$(recovered_count "${bad#*/}")
+
+  # A critical XID on the running pod's GPU and on a free one.
+  node_smi "$GPU_NODE" --mock-inject-xid "$used_uuid" 79
+  node_smi "$GPU_NODE" --mock-inject-xid "$bad_uuid" 48
+  wait_for 30 "the taint on $used" eval '[ "$(slice_taints "$used")" = "gpu.nvidia.com/xid=79:NoSchedule" ]'
+  wait_for 30 "the taint on $bad" eval '[ "$(slice_taints "$bad")" = "gpu.nvidia.com/xid=48:NoSchedule" ]'
+  wait_for 30 "the kubelet to report $used unhealthy" eval '[ "$(pod_device_health pod1 "$used")" = Unhealthy ]'
+
+  # While it is tainted, a claim that wants the free GPU cannot be scheduled.
+  claim want-bad gpu.nvidia.com "selectors: [{cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].uuid == \"$bad_uuid\"'}}]"
+  pod pod-bad "$GPU_NODE" "gpu=claim:want-bad"
+  wait_for 30 "a scheduling failure for pod-bad" eval \
+    'k get events -o json --field-selector involvedObject.name=pod-bad,reason=FailedScheduling | jq -e ".items | length > 0" >/dev/null'
+  [ -z "$(allocated want-bad)" ]
+
+  # A second critical XID on the free GPU restarts its quiet period: half a period later the
+  # first GPU may recover, this one must still be tainted.
+  sleep $((quiet / 2))
+  node_smi "$GPU_NODE" --mock-inject-xid "$bad_uuid" 48
+  local reinjected=$SECONDS
+  wait_for $((quiet * 3)) "the taint on $used to go" eval '[ -z "$(slice_taints "$used")" ]'
+  if ((SECONDS - reinjected < quiet - 2)); then
+    [ "$(slice_taints "$bad")" = "gpu.nvidia.com/xid=48:NoSchedule" ]
+  fi
+
+  # No more XIDs: after the quiet period both are untainted and healthy again.
+  wait_for $((quiet * 3)) "the taint on $bad to go" eval '[ -z "$(slice_taints "$bad")" ]'
+  wait_for 30 "the kubelet to report $used healthy again" eval '[ "$(pod_device_health pod1 "$used")" = Healthy ]'
+  [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Running ]
+
+  # The scheduler places the waiting pod on the recovered GPU.
+  wait_pod_phase pod-bad Running 90
+  wait_log pod-bad
+  [ "$(gpu_uuids pod-bad)" = "$bad_uuid" ]
+
+  # Each recovery is recorded: a Normal event on the Node and the counter per device.
+  wait_for 20 "a DeviceHealthRecovered event for $used" eval '(($(recovered_count "${used#*/}") > used_events))'
+  wait_for 20 "a DeviceHealthRecovered event for $bad" eval '(($(recovered_count "${bad#*/}") > bad_events))'
+  [ "$(plugin_metric "$GPU_NODE" "nvidia_dra_device_health_recoveries_total{device=\"${used#*/}\"}")" = 1 ]
+  [ "$(plugin_metric "$GPU_NODE" "nvidia_dra_device_health_recoveries_total{device=\"${bad#*/}\"}")" = 1 ]
+  plugin_logs "$GPU_NODE" | grep -q "device recovered.*${bad#*/}"
 }
