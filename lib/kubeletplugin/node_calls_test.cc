@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "lib/common/file_lock.h"
+#include "lib/common/log.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/test_util.h"
 
@@ -233,6 +234,52 @@ void PrepareConcurrently(const std::vector<std::string>& sockets, int n) {
     });
   }
   for (std::thread& t : threads) t.join();
+}
+
+// A ClaimLookup double: knows claim a (as the cache would), records what was unprepared.
+class FakeLookup final : public ClaimLookup {
+ public:
+  std::shared_ptr<const k8s::ResourceClaim> Find(const ClaimRef& ref) override {
+    if (ref.uid != "uid-a") return nullptr;
+    return std::make_shared<const k8s::ResourceClaim>(
+        AllocatedClaim("default", "a", "uid-a", {"gpu/large:gpu-0", "nic:nic-1"}));
+  }
+  void Unprepared(const ClaimRef& ref) override { unprepared.push_back(ref.uid); }
+  std::vector<std::string> unprepared;
+};
+
+TEST_F(NodeCallsTest, LookupAnswersBeforeTheGetterTracedAndToldOfSuccessfulUnprepares) {
+  FakeLookup lookup;
+  PluginServerOptions options = Options(tree_, claims_.Getter());
+  options.claim_lookup = &lookup;
+  options.trace_calls = true;
+  server_.reset();
+  auto server = PluginServer::Create(&driver_, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::string> traces;
+  log::SetSink([&traces](std::string_view line) {
+    if (line.find("trace\"") != std::string_view::npos) traces.emplace_back(line);
+  });
+  auto stub = drapb_v1::DRAPlugin::NewStub(Dial((*server)->dra_socket_path()));
+  drapb_v1::NodePrepareResourcesResponse prepared;
+  grpc::Status status = stub->NodePrepareResources(
+      CallContext().get(), ClaimsRequest<drapb_v1::NodePrepareResourcesRequest>({kClaimA, kClaimB}),
+      &prepared);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(prepared.claims().at("uid-a").error(), "");
+  EXPECT_EQ(claims_.gets(), 1);  // b only
+  drapb_v1::NodeUnprepareResourcesResponse unprepared;
+  status = stub->NodeUnprepareResources(
+      CallContext().get(),
+      ClaimsRequest<drapb_v1::NodeUnprepareResourcesRequest>({kClaimA, kClaimB}), &unprepared);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  log::SetSink(nullptr);
+  EXPECT_THAT(lookup.unprepared, ElementsAre("uid-a"));  // b's unprepare failed
+  ASSERT_EQ(traces.size(), 2u);
+  EXPECT_THAT(traces[0], HasSubstr("\"prepare trace\" totalUs="));
+  EXPECT_THAT(traces[0], HasSubstr("claimCacheHits=1 claimCacheMisses=1"));
+  EXPECT_THAT(traces[0], HasSubstr("claimFetchUs="));
+  EXPECT_THAT(traces[1], HasSubstr("\"unprepare trace\""));
 }
 
 TEST(SerializationTest, CallsNeverOverlapInTheDriver) {
