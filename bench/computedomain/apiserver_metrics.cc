@@ -58,10 +58,15 @@ RequestCounts ParseRequestCounts(const std::string& text) {
     double v = 0;
     if (ParseSample(line, "apiserver_request_total", &labels, &v)) {
       RequestKey k = KeyOf(labels);
-      // The fence against other controllers (sim_domain.cc) answers them 403 or 422: their rows.
-      if (labels["code"] == "403" || labels["code"] == "422") absl::StrAppend(&k, " (denied)");
+      // A 422 on a clique is a daemon's JSON patch whose "test" failed: a lost write, like a 409.
+      // Other 403s and 422s are the fence against other controllers (sim_domain.cc): their rows.
+      const bool clique = labels["resource"] == "computedomaincliques";
+      const bool lost = labels["code"] == "409" || (labels["code"] == "422" && clique);
+      if (labels["code"] == "403" || (labels["code"] == "422" && !clique)) {
+        absl::StrAppend(&k, " (denied)");
+      }
       c.total[k] += v;
-      if (labels["code"] == "409") c.conflicts[k] += v;
+      if (lost) c.conflicts[k] += v;
     } else if (ParseSample(line, "apiserver_longrunning_requests", &labels, &v) &&
                labels["verb"] == "WATCH") {
       c.open_watches[KeyOf(labels)] += v;

@@ -19,7 +19,7 @@ using RequestKey = std::string;
 
 struct RequestCounts {
   std::map<RequestKey, double> total;
-  std::map<RequestKey, double> conflicts;  // code="409"
+  std::map<RequestKey, double> conflicts;  // lost writes: code="409", and "422" on cliques
   std::map<RequestKey, double> open_watches;
 
   // this - before, dropping rows that did not change.

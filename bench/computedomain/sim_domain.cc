@@ -114,7 +114,52 @@ absl::Status SimDomain::Setup() {
   });
   nodes_created_ = true;
   if (failed) return absl::InternalError(absl::StrCat("create nodes: ", error));
-  return StartController();
+  return StartControllers();
+}
+
+absl::Status SimDomain::StartControllers() {
+  if (o_.controllers <= 1) return StartController();
+  // The first one takes the lease (it logs "informer caches synced" only as the leader); the
+  // standbys then wait for it.
+  for (int k = 0; k < o_.controllers; ++k) {
+    const std::string id = absl::StrCat("bench-", k);
+    const std::string log = absl::StrCat(dir_, "/controller-", k, ".log");
+    std::vector<std::string> argv = {o_.controller_binary,
+                                     "--kubeconfig=" + o_.kubeconfig,
+                                     "--namespace=" + driver_ns_,
+                                     "--pod-name=" + id,
+                                     "--image-name=x",
+                                     "--watch-namespace=" + cd_ns_,
+                                     absl::StrCat("--kube-api-qps=", o_.controller_qps),
+                                     absl::StrCat("--kube-api-burst=", o_.controller_burst),
+                                     absl::StrCat("--max-nodes-per-imex-domain=", o_.clique_size),
+                                     "--leader-election-enabled",
+                                     "--leader-election-lease-lock-namespace=" + driver_ns_,
+                                     "--leader-election-lease-lock-name=cdc-leader",
+                                     "--leader-election-lease-duration=4s",
+                                     "--leader-election-renew-deadline=3s",
+                                     "--leader-election-retry-period=1s"};
+    pid_t pid = Spawn(argv, {}, log, /*own_group=*/true);
+    if (pid < 0) return absl::InternalError("cannot start " + o_.controller_binary);
+    if (k == 0) {
+      controller_pid_ = pid;
+      controller_log_ = log;
+    }
+    controller_pids_.push_back(pid);
+    controller_ids_[pid] = id;
+    if (k > 0) continue;
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    for (;;) {
+      std::ifstream in(log);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (absl::StrContains(text, "informer caches synced")) break;
+      if (!ReadProcStats(pid).alive || absl::Now() > deadline) {
+        return absl::InternalError("leader controller did not start; log " + log);
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // A compute-domain-controller installed in the cluster (the e2e suite's Helm release watches all
@@ -168,6 +213,7 @@ absl::Status SimDomain::StartController() {
                                    absl::StrCat("--max-nodes-per-imex-domain=", o_.clique_size)};
   controller_pid_ = Spawn(argv, {}, controller_log_, /*own_group=*/true);
   if (controller_pid_ < 0) return absl::InternalError("cannot start " + o_.controller_binary);
+  controller_pids_.push_back(controller_pid_);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
     std::ifstream in(controller_log_);
@@ -331,6 +377,26 @@ void SimDomain::WatchCliques() {
   }
 }
 
+absl::Status SimDomain::CreateDomain() {
+  nlohmann::json cd = {{"apiVersion", "resource.nvidia.com/v1beta1"},
+                       {"kind", "ComputeDomain"},
+                       {"metadata", {{"name", cd_name_}, {"namespace", cd_ns_}}},
+                       {"spec",
+                        {{"numNodes", o_.num_nodes >= 0 ? o_.num_nodes : o_.nodes},
+                         {"channel", {{"resourceClaimTemplate", {{"name", "bench-channel"}}}}}}}};
+  t0_ = absl::Now();
+  Count("POST computedomains");
+  auto made = client_->Create(k8s::ComputeDomain::kResource, cd_ns_, cd);
+  if (!made.ok())
+    return absl::InternalError(absl::StrCat("create ComputeDomain: ", made.status().message()));
+  cd_uid_ = (*made)["metadata"]["uid"];
+  return absl::OkStatus();
+}
+
+void SimDomain::StartProbes() {
+  for (int w = 0; w < o_.probe_workers; ++w) threads_.emplace_back([this, w] { ProbeLoop(w); });
+}
+
 SimResult SimDomain::Run() {
   SimResult r;
   r.nodes = o_.nodes;
@@ -351,23 +417,13 @@ SimResult SimDomain::Run() {
   const double child_cpu0 = ChildCpuSeconds();
   const CpuTimes cpu0 = MachineCpu();
 
-  nlohmann::json cd = {{"apiVersion", "resource.nvidia.com/v1beta1"},
-                       {"kind", "ComputeDomain"},
-                       {"metadata", {{"name", cd_name_}, {"namespace", cd_ns_}}},
-                       {"spec",
-                        {{"numNodes", o_.nodes},
-                         {"channel", {{"resourceClaimTemplate", {{"name", "bench-channel"}}}}}}}};
-  t0_ = absl::Now();
-  Count("POST computedomains");
-  auto made = client_->Create(k8s::ComputeDomain::kResource, cd_ns_, cd);
-  if (!made.ok()) {
-    r.failure = absl::StrCat("create ComputeDomain: ", made.status().message());
+  if (absl::Status s = CreateDomain(); !s.ok()) {
+    r.failure = std::string(s.message());
     return r;
   }
-  cd_uid_ = (*made)["metadata"]["uid"];
   threads_.emplace_back([this] { WatchDomain(); });
   threads_.emplace_back([this] { WatchCliques(); });
-  for (int w = 0; w < o_.probe_workers; ++w) threads_.emplace_back([this, w] { ProbeLoop(w); });
+  StartProbes();
 
   std::string start_error;
   std::mutex start_mu;
@@ -471,9 +527,10 @@ void SimDomain::Cleanup() {
     }
   }
   for (const auto& n : nodes_) KillGroup(n->pid);  // the daemon and its nvidia-imex
-  if (controller_pid_ > 0) {
-    ::kill(controller_pid_, SIGTERM);
-    WaitOrKill(controller_pid_, absl::Seconds(10), /*group=*/true);
+  for (pid_t pid : controller_pids_) {
+    if (!ReadProcStats(pid).alive) continue;
+    ::kill(pid, SIGTERM);
+    WaitOrKill(pid, absl::Seconds(10), /*group=*/true);
   }
   // Finalizers a failed run may have left (the domain, its DaemonSet and templates).
   auto drop_finalizers = [&](const k8s::ResourceInfo& r, const std::string& ns) {

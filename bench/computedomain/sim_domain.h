@@ -28,6 +28,7 @@
 #include "bench/computedomain/apiserver_metrics.h"
 #include "bench/computedomain/sim_process.h"
 #include "lib/k8s/client.h"
+#include "lib/k8s/objects_compute_domain.h"
 
 namespace dra::bench {
 
@@ -47,6 +48,8 @@ struct SimOptions {
   std::string imex_ctl_binary;
   std::string work_dir;           // parent of this run's temp dir
   std::function<bool()> stopped;  // a shutdown signal arrived
+  int64_t num_nodes = -1;         // the domain's spec.numNodes; < 0: `nodes`
+  int controllers = 1;            // > 1: that many, with leader election (a short lease)
 };
 
 // Seconds after the ComputeDomain was created; < 0: did not happen.
@@ -91,6 +94,35 @@ class SimDomain {
   // Removes processes, API objects and files made by this run. Idempotent.
   void Cleanup();
 
+  // --- Steps for the fault tests (cd_faults_integration_test.cc; sim_faults.cc) ---
+  // Sets up, creates the domain and starts every node and the readiness probes; does not wait.
+  absl::Status Begin();
+  // Polls the domain every 100 ms until `pred` holds, or DeadlineExceeded naming `what` and the
+  // last status seen.
+  absl::Status WaitDomain(const std::string& what,
+                          const std::function<bool(const k8s::ComputeDomain&)>& pred,
+                          absl::Duration timeout);
+  // status.status Ready with exactly `nodes` nodes listed.
+  absl::Status WaitReady(int nodes, absl::Duration timeout);
+  // SIGKILL of node i's daemon and its nvidia-imex; its pod reports Ready False (what the kubelet
+  // reports for a dead container).
+  absl::Status KillDaemon(int i);
+  // The container restarted in the same pod: the daemon runs again and the probe resumes.
+  absl::Status RestartDaemon(int i);
+  // The node is gone for good: daemon killed, pod force-deleted, Node deleted.
+  absl::Status RemoveNode(int i);
+  pid_t daemon_pid(int i) const { return nodes_[i]->pid; }
+  // The controller process holding the leader lease (the only one without leader election).
+  absl::StatusOr<pid_t> LeaderController();
+  // SIGKILL of one controller process.
+  void KillController(pid_t pid);
+  absl::StatusOr<std::vector<k8s::ComputeDomainClique>> Cliques();
+  k8s::Client& client() { return *client_; }
+  const std::string& driver_namespace() const { return driver_ns_; }
+  const std::string& domain_namespace() const { return cd_ns_; }
+  const std::string& domain_uid() const { return cd_uid_; }
+  const std::string& controller_log() const { return controller_log_; }
+
  private:
   struct Node {
     int i = 0;
@@ -104,6 +136,9 @@ class SimDomain {
   absl::Status Setup();
   absl::Status FenceOtherControllers();
   absl::Status StartController();
+  absl::Status StartControllers();
+  absl::Status CreateDomain();
+  void StartProbes();
   absl::Status StartNode(Node& n);
   std::vector<std::string> DaemonArgs(const Node& n, const std::string& command) const;
   void ProbeLoop(int worker);
@@ -121,6 +156,8 @@ class SimDomain {
   std::vector<std::unique_ptr<Node>> nodes_;
   pid_t controller_pid_ = -1;
   std::string controller_log_;
+  std::vector<pid_t> controller_pids_;           // all of them (controller_pid_ is the first)
+  std::map<pid_t, std::string> controller_ids_;  // pid -> --pod-name
   absl::Time t0_;
   std::atomic<bool> done_{false};
   std::atomic<bool> cleaned_{false};
