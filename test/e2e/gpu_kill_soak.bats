@@ -47,7 +47,8 @@ now_ms() { date +%s%3N; }
 # ResourceClaim. At most 4 groups live on the GPU node and 3 on the MIG node; the oldest goes first.
 # While $SOAK_DIR/pause exists it creates nothing and says so with $SOAK_DIR/paused.
 churn() {
-  local i=0 kind node live=() g
+  set +e  # a failed create or delete must not end the churn
+  local i=0 kind live=() g
   while [[ ! -f $SOAK_DIR/stop ]]; do
     if [[ -f $SOAK_DIR/pause ]]; then
       touch "$SOAK_DIR/paused"
