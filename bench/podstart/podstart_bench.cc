@@ -273,7 +273,11 @@ int main(int argc, char** argv) {
         PodTimeline t = watcher.WaitRunning(name);
         if (!t.failure.empty()) failures.push_back(absl::StrCat(name, ": ", t.failure));
         (with_gpu ? gpu : plain).Add(t);
-        (void)client->Delete(dra::k8s::Pod::kResource, ns, name, {.grace_period_seconds = 0});
+        // Graceful (the pod's 1 s): the Pod object stays until the kubelet has stopped it and
+        // unprepared its claim. With a forced delete the claim is deallocated at once and the
+        // next GPU pod may be given the same GPU while the plugin still holds it prepared for
+        // the old claim ("already allocated to different claim", retried by the kubelet).
+        (void)client->Delete(dra::k8s::Pod::kResource, ns, name);
         if (!watcher.WaitGone(name)) failures.push_back(name + ": not deleted in time");
       }
     }

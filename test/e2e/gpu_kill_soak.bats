@@ -135,7 +135,8 @@ kubelet_claims() {
 check_devices() {
   local p claims want got c
   for p in $(k get pods -o json | jq -r '.items[] | select(.status.phase == "Running") | .metadata.name'); do
-    want=$(k get pod "$p" -o json | jq -r '.status.resourceClaimStatuses[]?.resourceClaimName' |
+    want=$(k get pod "$p" -o json | jq -r '(.status.resourceClaimStatuses[]?.resourceClaimName // empty),
+      (.spec.resourceClaims[]? | .resourceClaimName // empty)' | sort -u |
       while read -r c; do allocated "$c"; done | while read -r d; do slice_uuid "$d"; done | sort)
     wait_log "$p" || { echo "pod $p runs but printed nothing"; continue; }
     got=$(k logs "$p" 2>/dev/null | grep -oE '(GPU|MIG)-[0-9a-f-]+' | sort)
