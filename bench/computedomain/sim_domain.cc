@@ -129,6 +129,7 @@ absl::Status SimDomain::StartControllers() {
                                      "--namespace=" + driver_ns_,
                                      "--pod-name=" + id,
                                      "--image-name=x",
+                                     "--log-verbosity-cd-daemon=0",
                                      "--watch-namespace=" + cd_ns_,
                                      absl::StrCat("--kube-api-qps=", o_.controller_qps),
                                      absl::StrCat("--kube-api-burst=", o_.controller_burst),
