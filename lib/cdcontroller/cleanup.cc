@@ -166,6 +166,11 @@ absl::Status Controller::FinalizeDomain(const ComputeDomain& cd) {
     for (const std::string& ns : DaemonSetNamespaces()) {
       daemons.insert({&k8s::ResourceClaimTemplate::kResource, ns});
       daemons.insert({&k8s::DaemonSet::kResource, ns});
+      // The daemons' cliques. Each is also owned by its daemon pods (garbage-collected after the
+      // last one), but a clique whose pods are gone already, or that a daemon re-created while
+      // shutting down, would otherwise outlive its domain. A re-created one is deleted again on
+      // the next pass: FinalizeObjects waits until none is left.
+      daemons.insert({&k8s::ComputeDomainClique::kResource, ns});
     }
   }
   std::set<Target> all = workload;
