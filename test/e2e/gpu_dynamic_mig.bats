@@ -30,7 +30,7 @@ setup() {
 
 # mig_mode <gpu device name on node 1>: "Enabled" or "Disabled", from the host's nvidia-smi.
 mig_mode() {
-  node_smi -q -i "$(slice_uuid "$GPU_NODE/$1")" | grep -A1 'MIG Mode' | awk -F': ' '/Current/ {print $2}'
+  node_smi "$GPU_NODE" -q -i "$(slice_uuid "$GPU_NODE/$1")" | grep -A1 'MIG Mode' | awk -F': ' '/Current/ {print $2}'
 }
 
 # mig_claim <template> <profile> <gpu device name>: a mig.nvidia.com claim template for <profile>
@@ -74,7 +74,7 @@ device_of() { allocated "$(claim_of "$1" mig)" | sed 's|.*/||'; }
   rec=$(jq -c --arg u "$uid" '.data.preparedClaims[$u].steps[] | select(.name == "migDevices") | .undo[0]'     "$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER/checkpoint.json")
   uuid=$(jq -r .uuid <<<"$rec") gi=$(jq -r .gi <<<"$rec") ci=$(jq -r .ci <<<"$rec")
   [[ $uuid == MIG-* ]]
-  node_smi -L | grep -q "$uuid"
+  node_smi "$GPU_NODE" -L | grep -q "$uuid"
   # The container got the parent GPU and exactly the two capability nodes of that instance.
   assert_gpus pod1 1
   minors="$(node_driver_root "$GPU_NODE")/proc/driver/nvidia-caps/mig-minors"
@@ -84,7 +84,7 @@ device_of() { allocated "$(claim_of "$1" mig)" | sed 's|.*/||'; }
   [ "$(k logs pod1 | grep -E '^nvidia-cap[0-9]+$' | sort)" = "$want" ]
   k delete pod pod1 --wait=true --timeout=60s >/dev/null
   wait_for 60 "MIG mode of gpu-7 back off" eval '[[ $(mig_mode gpu-7) == Disabled ]]'
-  ! node_smi -L | grep -q "$uuid"
+  ! node_smi "$GPU_NODE" -L | grep -q "$uuid"
 }
 
 @test "through the scheduler: 3g then 4g both fit one GPU (first-fit would refuse the 4g)" {
@@ -101,10 +101,10 @@ device_of() { allocated "$(claim_of "$1" mig)" | sed 's|.*/||'; }
 }
 
 @test "through the scheduler: 1g,1g,3g,1g fit one GPU, the next 3g does not (the table's first row)" {
-  mig_claim one 1g.10gb gpu-5
-  mig_claim three 3g.40gb gpu-5
+  mig_claim one5 1g.10gb gpu-5
+  mig_claim three5 3g.40gb gpu-5
   local i=0 t
-  for t in one one three one; do
+  for t in one5 one5 three5 one5; do
     i=$((i + 1))
     pod "s$i" "$GPU_NODE" "mig=template:$t"
     wait_pod_phase "s$i" Running 90
@@ -113,7 +113,7 @@ device_of() { allocated "$(claim_of "$1" mig)" | sed 's|.*/||'; }
   [ "$(device_of s2)" = gpu-5-mig-1g10gb-19-1 ]
   [ "$(device_of s3)" = gpu-5-mig-3g40gb-9-4 ]
   [ "$(device_of s4)" = gpu-5-mig-1g10gb-19-2 ]
-  pod s5 "$GPU_NODE" "mig=template:three"
+  pod s5 "$GPU_NODE" "mig=template:three5"
   wait_for 60 "the scheduler to give up on s5" eval \
     '[[ $(k get events --field-selector involvedObject.name=s5,reason=FailedScheduling -o name | wc -l) -ge 1 ]]'
   [ "$(k get pod s5 -o jsonpath='{.status.phase}')" = Pending ]

@@ -137,7 +137,7 @@ allocated() { k get resourceclaim "$1" -o json | jq -r '.status.allocation.devic
 slice_uuid() {
   kubectl get resourceslices -o json --field-selector "spec.driver=$DRIVER" |
     jq -r --arg p "${1%%/*}" --arg d "${1#*/}" \
-      '.items[] | select(.spec.pool.name == $p) | .spec.devices[] | select(.name == $d) | .attributes.uuid.string'
+      '.items[] | select(.spec.pool.name == $p) | .spec.devices[]? | select(.name == $d) | .attributes.uuid.string'
 }
 
 slice_device_count() {
