@@ -184,6 +184,10 @@ TEST_F(ControllerIntegrationTest, LifecycleOfAComputeDomain) {
     ASSERT_TRUE(r.ok()) << r.status();
   };
   set_pod_ready("daemon-c", true);
+  // The fabric daemons' pods are Ready too: a node whose daemon pod is not Ready is listed
+  // NotReady whatever its clique entry says (a dead daemon cannot update its entry).
+  set_pod_ready("daemon-a", true);
+  set_pod_ready("daemon-b", true);
   const absl::Time clique_ready = absl::Now();
   json clique = {
       {"apiVersion", "resource.nvidia.com/v1beta1"},
