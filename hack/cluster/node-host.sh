@@ -46,7 +46,8 @@ host_teardown_shared() {
 host_setup_node() {
   local n=$1 ip cg h
   ip=$(node_ip "$n")
-  ip -4 addr show dev lo | grep -q " $ip/32 " || ip addr add "$ip/32" dev lo
+  # No `| grep -q` here: under pipefail its early exit can fail the pipeline (see up.sh).
+  [[ $(ip -4 addr show dev lo) == *" $ip/32 "* ]] || ip addr add "$ip/32" dev lo
   # The kubelet wants its cgroupRoot to exist. A new v1 cpuset cgroup starts with no CPUs and no
   # memory nodes, and no task could join it, so those are copied from the root.
   cg=$(node_cgroup "$n")

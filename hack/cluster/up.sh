@@ -102,7 +102,9 @@ main() {
 
   # A no-op in milliseconds when the binaries are current; a rebuilt binary restarts its component.
   "$HACK_CLUSTER_DIR/build.sh"
-  ip -4 addr show dev lo | grep -q " $APISERVER_POD_IP/32 " || ip addr add "$APISERVER_POD_IP/32" dev lo ||
+  # Not `ip ... | grep -q`: under pipefail, grep quitting at the first match can kill ip with
+  # SIGPIPE, and the address that is there reads as missing ("Address already assigned").
+  [[ $(ip -4 addr show dev lo) == *" $APISERVER_POD_IP/32 "* ]] || ip addr add "$APISERVER_POD_IP/32" dev lo ||
     die "cannot add the pods' API server address $APISERVER_POD_IP to lo (needs root)"
   if all_healthy; then
     write_token_kubeconfig
