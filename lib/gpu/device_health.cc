@@ -261,7 +261,7 @@ DeviceHealthMonitor::DeviceHealthMonitor(
       devices_by_gpu_(std::move(devices_by_gpu)),
       tracker_(tracker),
       on_change_(std::move(on_change)),
-      options_(options) {}
+      options_(std::move(options)) {}
 
 DeviceHealthMonitor::~DeviceHealthMonitor() { Stop(); }
 

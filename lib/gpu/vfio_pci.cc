@@ -136,7 +136,7 @@ absl::StatusOr<std::vector<PciGpu>> DiscoverPciGpus(const std::string& host_root
   if (ec == std::errc::no_such_file_or_directory) return out;
   if (ec) return absl::InternalError(absl::StrCat("list ", devices.string(), ": ", ec.message()));
   for (const fs::directory_entry& e : it) {
-    const fs::path dir = e.path();
+    const fs::path& dir = e.path();
     ASSIGN_OR_RETURN(std::optional<std::string> vendor, ReadAttr(dir, "vendor"));
     ASSIGN_OR_RETURN(std::optional<std::string> pci_class, ReadAttr(dir, "class"));
     if (vendor != kNvidiaPciVendor || !pci_class) continue;
