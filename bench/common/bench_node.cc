@@ -114,9 +114,9 @@ std::string BenchNode::CreateAllocatedClaim(int i) {
   auto created = Check(client_->Create(k8s::ResourceClaim::kResource, kNamespace, c), "claim");
   claims_.push_back(name);
   nlohmann::json result = {{"request", "gpu"},
-                            {"driver", "gpu.nvidia.com"},
-                            {"pool", node_},
-                            {"device", absl::StrCat("gpu-", i % 8)}};
+                           {"driver", "gpu.nvidia.com"},
+                           {"pool", node_},
+                           {"device", absl::StrCat("gpu-", i % 8)}};
   created["status"] = {
       {"allocation", {{"devices", {{"results", nlohmann::json::array({result})}}}}},
       // As the scheduler reserves it for the pod (the kubelet prepares only reserved claims; the

@@ -144,9 +144,10 @@ TEST(ApiDriverGatesTest, UnavailableGateFailsWithTheBinaryAndTheReason) {
   FeatureGates gates;
   ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
   EXPECT_EQ(gates.Set(absl::StrCat("MPSSupport=true,", missing->name, "=true")).message(),
-            absl::StrCat(missing->name, "=true: not available in this version of "
-                         "gpu-kubelet-plugin (", missing->missing, "); allowed gates: ",
-                         kChangeable));
+            absl::StrCat(missing->name,
+                         "=true: not available in this version of "
+                         "gpu-kubelet-plugin (",
+                         missing->missing, "); allowed gates: ", kChangeable));
   EXPECT_FALSE(gates.Enabled("MPSSupport"));
 }
 

@@ -1,7 +1,7 @@
 #include "lib/cdi/transient_specs.h"
 
-#include <stdlib.h>
 #include <linux/magic.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>

@@ -36,10 +36,10 @@ absl::StatusOr<cdi::Spec> ClaimCdi::BuildSpec(
   spec.kind = kCdiKind;
   // A VFIO device gets the raw PCI device, no driver files (its edits come in `device_edits`,
   // vfio_claim.h); a claim of VFIO devices only has no spec-level edits.
-  const bool vfio_only = !devices.empty() && std::all_of(devices.begin(), devices.end(),
-                                                         [](const PreparedDevice& d) {
-                                                           return d.type == DeviceType::kVfio;
-                                                         });
+  const bool vfio_only =
+      !devices.empty() && std::all_of(devices.begin(), devices.end(), [](const PreparedDevice& d) {
+        return d.type == DeviceType::kVfio;
+      });
   if (!vfio_only) spec.container_edits = common_;
   for (const PreparedDevice& d : devices) {
     if (d.type == DeviceType::kVfio) {

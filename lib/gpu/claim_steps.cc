@@ -281,8 +281,8 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
     if (!in.vfio_cdi.empty()) steps.push_back(VfioCdiEditsStep(in.vfio_cdi, edits));
   }
   if (in.metadata) steps.push_back(DeviceMetadataStep(*in.metadata, services.metadata));
-  steps.push_back(
-      std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits, created_mig));
+  steps.push_back(std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits,
+                                                created_mig));
   if (in.status_claim) {
     steps.push_back(std::make_unique<DeviceStatusStep>(*in.status_claim, in.device_statuses,
                                                        services.device_status, created_mig));

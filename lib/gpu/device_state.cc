@@ -97,8 +97,8 @@ MetadataClaim MetadataOf(const k8s::ResourceClaim& claim, const std::string& dri
     if (d->second->type == DeviceType::kVfio) {
       k8s::ResourceSlice slice;
       slice.spec.devices.push_back(d->second->published);
-      md.attributes = slice.ToJson()["spec"]["devices"][0].value("attributes",
-                                                                 nlohmann::json::object());
+      md.attributes =
+          slice.ToJson()["spec"]["devices"][0].value("attributes", nlohmann::json::object());
     }
     it->devices.push_back(std::move(md));
   }

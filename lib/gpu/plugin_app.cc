@@ -3,9 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <optional>
 #include <atomic>
 #include <cerrno>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -25,8 +25,8 @@
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/cleanup.h"
 #include "lib/gpu/device_health.h"
-#include "lib/gpu/device_state.h"
 #include "lib/gpu/device_metadata.h"
+#include "lib/gpu/device_state.h"
 #include "lib/gpu/device_status.h"
 #include "lib/gpu/driver.h"
 #include "lib/gpu/go_prepared.h"
@@ -63,12 +63,11 @@ absl::StatusOr<Inventory> DiscoverInventory(const PluginConfig& config,
                                             std::unique_ptr<nvml::Nvml>& nvml) {
   ASSIGN_OR_RETURN(nvml, nvml::Nvml::Create(root.root()));
   ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
-  return Discover(session,
-                  {.sysfs_root = config.sys_root,
-                   .list_type_attributes =
-                       config.gates != nullptr && config.gates->Enabled("DRAListTypeAttributes"),
-                   .dynamic_mig =
-                       config.gates != nullptr && config.gates->Enabled(api::gate::kDynamicMIG)});
+  return Discover(session, {.sysfs_root = config.sys_root,
+                            .list_type_attributes = config.gates != nullptr &&
+                                                    config.gates->Enabled("DRAListTypeAttributes"),
+                            .dynamic_mig = config.gates != nullptr &&
+                                           config.gates->Enabled(api::gate::kDynamicMIG)});
 }
 
 // What every MPS control daemon of this plugin shares (docs/mps.md).
@@ -120,7 +119,7 @@ struct PluginApp::Parts {
   // DynamicMIG with a counter set to publish: partitionable slices in this layout (by the API
   // server's version, read once at startup); unset: BuildDriverResources.
   std::optional<SliceLayout> partitionable_layout;
-  std::unique_ptr<nvml::Nvml> nvml_library;  // kept for the device health monitor
+  std::unique_ptr<nvml::Nvml> nvml_library;    // kept for the device health monitor
   std::unique_ptr<nvml::Session> mig_session;  // DynamicMIG
   std::unique_ptr<MigManager> mig;
   // PassthroughSupport (vfio_setup.h), and the devices claims hold: their gpu/vfio siblings are
@@ -213,10 +212,10 @@ void PluginApp::Stop() {
 absl::Status PluginApp::CheckConfig() {
   if (config_.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
   if (config_.health_recovery_quiet_period < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--health-recovery-quiet-period (HEALTH_RECOVERY_QUIET_PERIOD): ",
-        absl::FormatDuration(config_.health_recovery_quiet_period),
-        " is negative; allowed: a duration >= 0 (0 disables health recovery)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--health-recovery-quiet-period (HEALTH_RECOVERY_QUIET_PERIOD): ",
+                     absl::FormatDuration(config_.health_recovery_quiet_period),
+                     " is negative; allowed: a duration >= 0 (0 disables health recovery)"));
   }
   if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kMPSSupport) &&
       config_.image_name.empty()) {
@@ -303,8 +302,8 @@ absl::Status PluginApp::DiscoverDevices() {
   }
   p.inventory = std::move(*discovered);
   if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kPassthroughSupport)) {
-    ASSIGN_OR_RETURN(p.vfio, VfioRuntime::Create(config_.host_root, config_.nvidia_driver_root,
-                                                 p.inventory));
+    ASSIGN_OR_RETURN(
+        p.vfio, VfioRuntime::Create(config_.host_root, config_.nvidia_driver_root, p.inventory));
   }
   if (!p.inventory.counter_sets.empty()) {
     absl::StatusOr<std::string> version = p.client->GetRaw("/version");
@@ -504,13 +503,12 @@ void PluginApp::StartHealthMonitor() {
   // A recovered device (device_health.h): a metric and a Normal event on the Node.
   options.on_recovered = [this, &p](const std::string& device, absl::Duration unhealthy_for) {
     p.health_recoveries->WithLabels({device})->Inc();
-    (void)k8s::PostEvent(
-        p.client.get(), p.node_ref, "Normal", "DeviceHealthRecovered",
-        absl::StrCat("device ", device, " is healthy again after ",
-                     absl::FormatDuration(unhealthy_for), ": no critical XID for ",
-                     absl::FormatDuration(config_.health_recovery_quiet_period),
-                     " and NVML answers; its taint was removed"),
-        kComponent, config_.node_name);
+    (void)k8s::PostEvent(p.client.get(), p.node_ref, "Normal", "DeviceHealthRecovered",
+                         absl::StrCat("device ", device, " is healthy again after ",
+                                      absl::FormatDuration(unhealthy_for), ": no critical XID for ",
+                                      absl::FormatDuration(config_.health_recovery_quiet_period),
+                                      " and NVML answers; its taint was removed"),
+                         kComponent, config_.node_name);
   };
   absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> monitor =
       p.nvml_library == nullptr

@@ -97,10 +97,10 @@ class PluginApp {
   struct Parts;  // everything the steps create, in creation order (plugin_app.cc)
   PluginApp(const PluginConfig& config, SignalHandler* signals);
 
-  absl::Status CheckConfig();             // 1: flags that must be right; SIGUSR2 stack dump
-  absl::Status ConnectToApiServer();      // 2: data and CDI directories, API clients, metrics
-  absl::Status DiscoverDevices();         // 3: driver root, NVML, inventory (degraded without)
-  absl::Status OpenCheckpoint();          // 4: boot ID, corruption and Go-driver adoption
+  absl::Status CheckConfig();         // 1: flags that must be right; SIGUSR2 stack dump
+  absl::Status ConnectToApiServer();  // 2: data and CDI directories, API clients, metrics
+  absl::Status DiscoverDevices();     // 3: driver root, NVML, inventory (degraded without)
+  absl::Status OpenCheckpoint();      // 4: boot ID, corruption and Go-driver adoption
   // PassthroughSupport: DeviceState's on_held_devices (republishes); null without the gate.
   std::function<void(const std::set<std::string>&)> OnHeldDevices();
   absl::Status BuildDeviceState();        // 5-6: CDI, time-slicing, MPS, DeviceState, GpuDriver

@@ -203,8 +203,7 @@ absl::StatusOr<nlohmann::json> Client::MergePatch(const ResourceInfo& r, absl::s
 }
 
 absl::StatusOr<nlohmann::json> Client::JsonPatch(const ResourceInfo& r, absl::string_view ns,
-                                                 absl::string_view name,
-                                                 const nlohmann::json& ops,
+                                                 absl::string_view name, const nlohmann::json& ops,
                                                  absl::string_view subresource) {
   return Call({.method = "PATCH",
                .path_and_query = ResourcePath(r, ns, name, subresource),

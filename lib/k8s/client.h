@@ -45,8 +45,8 @@ struct ClientOptions {
   // backoff step or the server's Retry-After (capped at 10 s), whichever is longer. The defaults
   // ride out about 12 s of an overloaded or restarting API server before the error is returned.
   int max_retries = 6;
-  BackoffOptions retry_backoff = {.initial = absl::Milliseconds(200), .max = absl::Seconds(5),
-                                  .factor = 2.0, .jitter = 0.2};
+  BackoffOptions retry_backoff = {
+      .initial = absl::Milliseconds(200), .max = absl::Seconds(5), .factor = 2.0, .jitter = 0.2};
   absl::Duration request_timeout = absl::Seconds(30);
   std::string field_manager = "dra-driver-nvidia-gpu";
   // A larger response body fails the request (ResourceExhausted, naming the limit and the URL).

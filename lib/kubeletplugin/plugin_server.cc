@@ -125,10 +125,9 @@ absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Create(DraDriver* dr
     }
     ASSIGN_OR_RETURN(impl->serializer, Serializer::Create(lock_path));
   }
-  impl->node =
-      std::make_unique<NodeService>(driver, std::move(options.claim_getter), impl->serializer.get(),
-                                    options.lock_timeout, options.trace_calls,
-                                    options.claim_lookup);
+  impl->node = std::make_unique<NodeService>(driver, std::move(options.claim_getter),
+                                             impl->serializer.get(), options.lock_timeout,
+                                             options.trace_calls, options.claim_lookup);
 
   std::vector<grpc::Service*> dra_services;
   if (options.serve_v1) {
