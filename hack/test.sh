@@ -17,6 +17,7 @@
 #
 # Environment: DRA_TEST_ASAN=0 skips the sanitizer build, DRA_TEST_STATIC=0 the static checks,
 # DRA_TEST_FUZZ=0 the fuzzing (DRA_TEST_FUZZ_SECONDS per target, default 10);
+# DRA_TEST_CLUSTER_LOCK=<file> takes a flock on <file> before the cluster steps;
 # DRA_KEEP_CLUSTER=1 leaves a cluster that this script started running afterwards.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -170,6 +171,13 @@ if [[ ${DRA_TEST_FUZZ:-1} != 0 ]]; then
 fi
 
 step "local control plane"
+# A developer's machine may share its cluster with long runs (docs/development.md): with
+# DRA_TEST_CLUSTER_LOCK=<file> the cluster steps wait for a flock on that file first.
+if [[ -n ${DRA_TEST_CLUSTER_LOCK:-} ]]; then
+  exec 8>"$DRA_TEST_CLUSTER_LOCK"
+  echo "waiting for the cluster lock $DRA_TEST_CLUSTER_LOCK"
+  flock 8
+fi
 if ! hack/cluster/status.sh >/dev/null 2>&1; then
   started_cluster=1
 fi
