@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/atomic_file.h"
+#include "lib/common/status.h"
 
 namespace dra::testing {
 
@@ -17,6 +18,7 @@ std::string MakeDriverRootScript() { return DRA_MAKE_DRIVER_ROOT_SCRIPT; }
 std::string MockNvmlLibraryPath() { return DRA_MOCK_NVML_LIBRARY; }
 std::string FakeNvidiaSmiPath() { return DRA_FAKE_NVIDIA_SMI; }
 std::string FakeMpsControlPath() { return DRA_FAKE_MPS_CONTROL; }
+std::string FakeNvfmLibraryPath() { return DRA_FAKE_NVFM_LIBRARY; }
 std::string ProfilePath(std::string_view profile) {
   return absl::StrCat(DRA_DOUBLES_SOURCE_DIR, "/profiles/",
                       absl::string_view(profile.data(), profile.size()), ".json");
@@ -122,6 +124,31 @@ absl::Status MakeMockDriverRoot(std::string_view profile, const std::string& dir
     return absl::InternalError(
         absl::StrCat("make-driver-root.sh ", absl::string_view(profile.data(), profile.size()), " ",
                      dir, ": exit ", result->exit_code, ": ", result->output));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InstallFakeFabricManager(const std::string& root, const std::string& partitions_json,
+                                      const std::string& host_root) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path lib_dir = fs::path(root) / "usr/lib/x86_64-linux-gnu";
+  const fs::path state_dir = fs::path(root) / "var/lib/mock-nvfm";
+  fs::create_directories(lib_dir, ec);
+  if (!ec) fs::create_directories(state_dir, ec);
+  if (!ec) {
+    fs::copy_file(FakeNvfmLibraryPath(), lib_dir / "libnvfm.so.1",
+                  fs::copy_options::overwrite_existing, ec);
+  }
+  if (ec) return absl::InternalError(absl::StrCat("install the fake libnvfm: ", ec.message()));
+  for (const char* f : {"state.json", "inject.json", "calls.log"}) fs::remove(state_dir / f, ec);
+  RETURN_IF_ERROR(WriteFileAtomically((state_dir / "partitions.json").string(), partitions_json));
+  if (!host_root.empty()) {
+    const fs::path nvswitch = fs::path(host_root) / "proc/driver/nvidia-nvswitch/devices";
+    fs::create_directories(nvswitch, ec);
+    if (ec)
+      return absl::InternalError(absl::StrCat("create ", nvswitch.string(), ": ", ec.message()));
+    RETURN_IF_ERROR(WriteFileAtomically((nvswitch / "0000:05:00.0").string(), ""));
   }
   return absl::OkStatus();
 }

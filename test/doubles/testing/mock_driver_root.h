@@ -21,6 +21,7 @@ std::string MakeDriverRootScript();                 // <source>/test/doubles/mak
 std::string MockNvmlLibraryPath();                  // the built libnvidia-ml.so.1
 std::string FakeNvidiaSmiPath();                    // the built nvidia-smi
 std::string FakeMpsControlPath();                   // the built nvidia-cuda-mps-control
+std::string FakeNvfmLibraryPath();                  // the built fake libnvfm.so.1
 std::string ProfilePath(std::string_view profile);  // <source>/test/doubles/profiles/<name>.json
 
 // A fresh directory under $TEST_TMPDIR or /tmp, removed (recursively) on destruction.
@@ -52,5 +53,13 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
 // "h100-4x-gpu-lost", "future-arch-2x") or a path.
 absl::Status MakeMockDriverRoot(std::string_view profile, const std::string& dir,
                                 bool reset_state = true);
+
+// Fabric Manager (docs/fabric-manager.md): copies the fake libnvfm.so.1 into
+// <root>/usr/lib/x86_64-linux-gnu/, writes `partitions_json` ({"partitions": [{"id", "gpus"}]},
+// test/doubles/fake-nvfm/fake_nvfm.cc) as its partitions and forgets any active state; and, when
+// `host_root` is not empty, an NVSwitch entry under <host_root>/proc/driver/nvidia-nvswitch/devices
+// so that fabric detection finds one.
+absl::Status InstallFakeFabricManager(const std::string& root, const std::string& partitions_json,
+                                      const std::string& host_root = "");
 
 }  // namespace dra::testing
