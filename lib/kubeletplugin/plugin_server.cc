@@ -17,6 +17,7 @@
 #include "lib/kubeletplugin/node_service.h"
 #include "lib/kubeletplugin/registration_service.h"
 #include "lib/kubeletplugin/serializer.h"
+#include "lib/kubeletplugin/stale_sockets.h"
 #include "lib/kubeletplugin/unix_server.h"
 
 namespace dra::kubeletplugin {
@@ -58,6 +59,15 @@ absl::Status ValidateName(const std::string& value, absl::string_view option) {
         absl::StrCat(option, " \"", value, "\" cannot be used in a file name"));
   }
   return absl::OkStatus();
+}
+
+// A failed sweep costs only tidiness, never the start.
+void SweepLeftoverSockets(const StaleSocketSweep& sweep) {
+  absl::StatusOr<std::vector<std::string>> removed = SweepStaleSockets(sweep);
+  if (!removed.ok()) {
+    DRA_WARNING("could not sweep leftover sockets", "dir", sweep.dir, "err",
+                removed.status().message());
+  }
 }
 
 }  // namespace
@@ -112,6 +122,19 @@ absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Create(DraDriver* dr
           : absl::StrCat(registry_dir, "/", options.driver_name, "-reg.sock");
   RETURN_IF_ERROR(CheckUnixSocketPath(dra_socket));
   RETURN_IF_ERROR(CheckUnixSocketPath(registration_socket));
+  if (rolling_update) {
+    // Killed earlier instances cannot remove their pod-UID-named sockets (stale_sockets.h).
+    SweepLeftoverSockets({.dir = plugin_data_dir,
+                          .prefix = "dra-",
+                          .suffix = ".sock",
+                          .keep = dra_socket,
+                          .min_age = options.stale_socket_min_age});
+    SweepLeftoverSockets({.dir = registry_dir,
+                          .prefix = absl::StrCat(options.driver_name, "-"),
+                          .suffix = "-reg.sock",
+                          .keep = registration_socket,
+                          .min_age = options.stale_socket_min_age});
+  }
 
   auto impl = std::make_unique<Impl>();
   std::string lock_path;

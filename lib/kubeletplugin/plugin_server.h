@@ -57,6 +57,9 @@ struct PluginServerOptions {
   // serialized across instances by a flock on <serialize_lock_dir>/serialize.lock.
   std::string pod_uid;
   std::string serialize_lock_dir;  // empty: the plugin data directory
+  // Rolling-update mode: sockets of earlier instances (other pod UIDs) that nobody listens on and
+  // that are older than this are removed at start (stale_sockets.h).
+  absl::Duration stale_socket_min_age = absl::Seconds(10);
 
   // True: prepare/unprepare never run concurrently in the driver (see DraDriver). False: the
   // driver handles concurrency itself (and then no lock file is used, even in rolling-update

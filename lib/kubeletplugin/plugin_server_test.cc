@@ -150,6 +150,35 @@ TEST(PluginServerTest, RollingUpdateUsesPodUidInSocketNamesAndLocksPluginDir) {
   EXPECT_EQ(GetInfo((*server)->registration_socket_path()).endpoint(), dir + "/dra-pod-1234.sock");
 }
 
+TEST(PluginServerTest, RollingUpdateSweepsSocketsOfKilledInstancesButNotOfLiveOnes) {
+  TempTree tree;
+  FakeClaims claims;
+  FakeDriver driver;
+  const std::string dir = tree.plugins() + "/example.com";
+  std::filesystem::create_directory(dir);
+  PluginServerOptions live_options = Options(tree, claims.Getter());
+  live_options.pod_uid = "pod-live";
+  live_options.serialize = false;
+  auto live = PluginServer::Create(&driver, std::move(live_options));
+  ASSERT_TRUE(live.ok()) << live.status();
+  MakeStaleSocket(dir + "/dra-pod-killed.sock");
+  MakeStaleSocket(tree.registry() + "/example.com-pod-killed-reg.sock");
+  MakeStaleSocket(tree.registry() + "/other.example.com-pod-x-reg.sock");
+
+  PluginServerOptions options = Options(tree, claims.Getter());
+  options.pod_uid = "pod-new";
+  options.serialize = false;
+  options.stale_socket_min_age = absl::ZeroDuration();
+  auto server = PluginServer::Create(&driver, std::move(options));
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_FALSE(Exists(dir + "/dra-pod-killed.sock"));
+  EXPECT_FALSE(Exists(tree.registry() + "/example.com-pod-killed-reg.sock"));
+  EXPECT_TRUE(Exists(tree.registry() + "/other.example.com-pod-x-reg.sock"));  // another driver
+  EXPECT_TRUE(Exists((*live)->dra_socket_path()));
+  EXPECT_EQ(GetInfo((*live)->registration_socket_path()).endpoint(), dir + "/dra-pod-live.sock");
+  EXPECT_EQ(GetInfo((*server)->registration_socket_path()).endpoint(), dir + "/dra-pod-new.sock");
+}
+
 TEST(PluginServerTest, StopRemovesBothSocketsAndIsIdempotent) {
   TempTree tree;
   FakeClaims claims;
