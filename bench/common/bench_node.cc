@@ -102,6 +102,11 @@ void BenchNode::Stop() {
 }
 
 std::string BenchNode::CreateAllocatedClaim(int i) {
+  return CreateAllocatedClaim(i, absl::StrCat("gpu-", i % 8), "gpu.nvidia.com");
+}
+
+std::string BenchNode::CreateAllocatedClaim(int i, const std::string& device,
+                                            const std::string& device_class) {
   const std::string name = ClaimName(i);
   nlohmann::json c = {
       {"apiVersion", "resource.k8s.io/v1"},
@@ -109,14 +114,11 @@ std::string BenchNode::CreateAllocatedClaim(int i) {
       {"metadata", {{"name", name}, {"namespace", kNamespace}}},
       {"spec",
        {{"devices",
-         {{"requests",
-           {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
+         {{"requests", {{{"name", "gpu"}, {"exactly", {{"deviceClassName", device_class}}}}}}}}}}};
   auto created = Check(client_->Create(k8s::ResourceClaim::kResource, kNamespace, c), "claim");
   claims_.push_back(name);
-  nlohmann::json result = {{"request", "gpu"},
-                           {"driver", "gpu.nvidia.com"},
-                           {"pool", node_},
-                           {"device", absl::StrCat("gpu-", i % 8)}};
+  nlohmann::json result = {
+      {"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", node_}, {"device", device}};
   created["status"] = {
       {"allocation", {{"devices", {{"results", nlohmann::json::array({result})}}}}},
       // As the scheduler reserves it for the pod (the kubelet prepares only reserved claims; the

@@ -56,6 +56,10 @@ class BenchNode {
   // A ResourceClaim "<node>-c<i>" in namespace default, allocated (status written as the
   // scheduler's binding does) to mock GPU gpu-<i % 8>. Returns its UID.
   std::string CreateAllocatedClaim(int i);
+  // The same, allocated to the device `device` of the node's pool, requested from the DeviceClass
+  // `device_class` (e.g. a dynamic MIG device "gpu-0-mig-1g10gb-19-0" of class mig.nvidia.com).
+  std::string CreateAllocatedClaim(int i, const std::string& device,
+                                   const std::string& device_class);
   // One NodePrepareResources / NodeUnprepareResources call for that claim, as the kubelet makes.
   void Prepare(int i, const std::string& uid);
   void Unprepare(int i, const std::string& uid);

@@ -9,10 +9,16 @@
 //   * the plugin's peak RSS (VmHWM), and the mock NVML library's share of its resident memory;
 //   * with --trace: the plugin's per-stage trace (--prepare-trace, lib/common/trace.h) as p50/p99
 //     per stage over the sequential prepares and unprepares, and the claim cache's hit rate.
+//   * with --mode dynamic-mig or both: a second plugin, started with the DynamicMIG gate on its own
+//     node, prepares and unprepares --mig-claims (50) claims of a 1g.10gb MIG device one by one
+//     (gpu-<i % 8>-mig-1g10gb-19-0): each prepare turns MIG mode on and creates the GPU and compute
+//     instance in the mock NVML, each unprepare destroys them and turns MIG mode off again
+//     (docs/dynamic-mig.md); p50/p99 printed beside the full-GPU numbers (--mode both).
 // Each claim is a real ResourceClaim, allocated and reserved (status written through the status
-// subresource, as the scheduler does) to one of the node's 8 mock GPUs.
+// subresource, as the scheduler does) to one of the node's 8 mock GPUs (or a MIG device of one).
 //
-// Usage: prepare_bench [--claims N] [--concurrent N] [--threads N] [--trace] [--plugin PATH]
+// Usage: prepare_bench [--mode full|dynamic-mig|both] [--claims N] [--mig-claims N]
+//                      [--concurrent N] [--threads N] [--trace] [--plugin PATH]
 //                      [--plugin-arg ARG]...   (needs hack/cluster/up.sh first)
 
 #include <sys/types.h>
@@ -130,40 +136,60 @@ void PrintStages(const char* title, const std::vector<std::map<std::string, int6
   }
 }
 
-}  // namespace
+// Sequential prepare then unprepare of claims [0, n), one claim per call.
+struct Sequential {
+  std::vector<double> prep_ms, unprep_ms;
+  double seconds = 0;
+};
 
-int main(int argc, char** argv) {
-  int claims = 200;
-  int concurrent = 64;
-  int threads = 8;
-  bool trace = false;
-  std::vector<std::string> plugin_args = {"--kube-api-qps=1000", "--kube-api-burst=1000"};
-  std::string plugin = std::string(DRA_BINARY_DIR) + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) dra::bench::Die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--claims") {
-      claims = std::atoi(value().c_str());
-    } else if (a == "--concurrent") {
-      concurrent = std::atoi(value().c_str());
-    } else if (a == "--threads") {
-      threads = std::max(1, std::atoi(value().c_str()));
-    } else if (a == "--plugin") {
-      plugin = value();
-    } else if (a == "--plugin-arg") {
-      plugin_args.push_back(value());
-    } else if (a == "--trace") {
-      trace = true;
-    } else {
-      dra::bench::Die("unknown argument " + a);
-    }
+Sequential RunSequential(dra::bench::BenchNode& node, const std::vector<std::string>& uids, int n) {
+  Sequential out;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < n; ++i) {
+    absl::Time t0 = absl::Now();
+    node.Prepare(i, uids[i]);
+    out.prep_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+    t0 = absl::Now();
+    node.Unprepare(i, uids[i]);
+    out.unprep_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
   }
-  // The plugin's client QPS is raised from its default (5): the claim cache's list and watch, and
-  // the status writes of 200 claims in a second, would otherwise measure the rate limiter.
-  if (trace) plugin_args.push_back("--prepare-trace");
+  out.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return out;
+}
+
+// The dynamic MIG run: its own plugin (gate DynamicMIG) and node, `claims` claims of a 1g.10gb
+// device at placement 0 of GPU i % 8, prepared and unprepared one by one.
+struct MigRun {
+  Sequential seq;
+  double start_to_slices_ms = 0;
+  std::vector<std::map<std::string, int64_t>> prep_traces, unprep_traces;
+};
+
+MigRun RunDynamicMig(const std::string& plugin, std::vector<std::string> plugin_args, int claims) {
+  plugin_args.push_back("--feature-gates=DynamicMIG=true");
+  dra::bench::BenchNode node({.tool = "prepare_bench_mig",
+                              .plugin = plugin,
+                              .node_prefix = "bench-mig-node",
+                              .extra_args = plugin_args});
+  std::vector<std::string> uids;
+  for (int i = 0; i < claims; ++i) {
+    uids.push_back(node.CreateAllocatedClaim(i, absl::StrCat("gpu-", i % 8, "-mig-1g10gb-19-0"),
+                                             "mig.nvidia.com"));
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  MigRun out;
+  out.seq = RunSequential(node, uids, claims);
+  out.start_to_slices_ms = absl::ToDoubleMilliseconds(node.time_to_slices());
+  const std::string log = node.log_path();
+  out.prep_traces = TraceLines(log, "prepare trace");
+  out.unprep_traces = TraceLines(log, "unprepare trace");
+  node.Stop();
+  return out;
+}
+
+// The full-GPU run (the budgets of docs/performance.md): sequential, then concurrent claims.
+Sequential RunFull(const std::string& plugin, const std::vector<std::string>& plugin_args,
+                   int claims, int concurrent, int threads, bool trace) {
   dra::bench::BenchNode node({.tool = "prepare_bench",
                               .plugin = plugin,
                               .node_prefix = "bench-node",
@@ -176,17 +202,10 @@ int main(int argc, char** argv) {
   // comes seconds after its scheduling, so the bench does not race its own setup.
   absl::SleepFor(absl::Milliseconds(200));
 
-  std::vector<double> prep_ms, unprep_ms;
-  absl::Time loop_start = absl::Now();
-  for (int i = 0; i < claims; ++i) {
-    absl::Time t0 = absl::Now();
-    node.Prepare(i, uids[i]);
-    prep_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
-    t0 = absl::Now();
-    node.Unprepare(i, uids[i]);
-    unprep_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
-  }
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - loop_start);
+  Sequential seq = RunSequential(node, uids, claims);
+  const std::vector<double>& prep_ms = seq.prep_ms;
+  const std::vector<double>& unprep_ms = seq.unprep_ms;
+  const double seconds = seq.seconds;
 
   // Concurrent: thread t prepares and unprepares the concurrent claims on GPU t % 8 in turn.
   std::vector<std::vector<double>> cprep(threads);
@@ -260,6 +279,86 @@ int main(int argc, char** argv) {
     } else {
       std::printf("  claim cache: off (every claim read is a GET)\n");
     }
+  }
+  return seq;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int claims = 200;
+  int mig_claims = 50;
+  std::string mode = "full";
+  int concurrent = 64;
+  int threads = 8;
+  bool trace = false;
+  std::vector<std::string> plugin_args = {"--kube-api-qps=1000", "--kube-api-burst=1000"};
+  std::string plugin = std::string(DRA_BINARY_DIR) + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) dra::bench::Die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--claims") {
+      claims = std::atoi(value().c_str());
+    } else if (a == "--mig-claims") {
+      mig_claims = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--mode") {
+      mode = value();
+      if (mode != "full" && mode != "dynamic-mig" && mode != "both") {
+        dra::bench::Die("--mode " + mode + ": expected full, dynamic-mig or both");
+      }
+    } else if (a == "--concurrent") {
+      concurrent = std::atoi(value().c_str());
+    } else if (a == "--threads") {
+      threads = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--plugin") {
+      plugin = value();
+    } else if (a == "--plugin-arg") {
+      plugin_args.push_back(value());
+    } else if (a == "--trace") {
+      trace = true;
+    } else {
+      dra::bench::Die("unknown argument " + a);
+    }
+  }
+  // The plugin's client QPS is raised from its default (5): the claim cache's list and watch, and
+  // the status writes of 200 claims in a second, would otherwise measure the rate limiter.
+  if (trace) plugin_args.push_back("--prepare-trace");
+  const bool full = mode != "dynamic-mig";
+  Sequential full_seq;
+  if (full) full_seq = RunFull(plugin, plugin_args, claims, concurrent, threads, trace);
+  if (mode == "full") return 0;
+
+  const MigRun mig = RunDynamicMig(plugin, plugin_args, mig_claims);
+  std::printf(
+      "prepare_bench dynamic-mig: %d claims of a 1g.10gb MIG device (gate DynamicMIG, 8 mock H100 "
+      "GPUs with MIG off; each prepare turns MIG mode on and creates the GPU and compute instance, "
+      "each unprepare destroys them and turns MIG mode off)\n",
+      mig_claims);
+  std::printf("  %-34s %8.2f ms   (no budget)\n", "start -> ResourceSlices visible",
+              mig.start_to_slices_ms);
+  std::printf("  %-34s %8.1f /s\n", "claims/s (prepare+unprepare)", mig_claims / mig.seq.seconds);
+  std::printf("  %-22s %12s %12s\n", "latency (ms)", full ? "full GPU" : "", "1g MIG");
+  auto row = [&](const char* label, const std::vector<double>& f, const std::vector<double>& m,
+                 double p) {
+    if (full) {
+      std::printf("  %-22s %12.2f %12.2f\n", label, Percentile(f, p), Percentile(m, p));
+    } else {
+      std::printf("  %-22s %12s %12.2f\n", label, "", Percentile(m, p));
+    }
+  };
+  row("prepare p50", full_seq.prep_ms, mig.seq.prep_ms, 0.5);
+  row("prepare p99", full_seq.prep_ms, mig.seq.prep_ms, 0.99);
+  row("unprepare p50", full_seq.unprep_ms, mig.seq.unprep_ms, 0.5);
+  row("unprepare p99", full_seq.unprep_ms, mig.seq.unprep_ms, 0.99);
+  std::printf(
+      "  (no budget for the MIG numbers: their migDevices step runs the mock NVML, which does not "
+      "model the time a real GPU takes to reconfigure)\n");
+  if (trace) {
+    PrintStages("dynamic-mig prepare trace", mig.prep_traces);
+    PrintStages("dynamic-mig unprepare trace", mig.unprep_traces);
   }
   return 0;
 }
