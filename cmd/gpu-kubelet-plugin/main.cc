@@ -69,7 +69,9 @@ int main(int argc, char** argv) {
                   "Where the host's / is mounted in this container. Needed by the feature gate "
                   "PassthroughSupport (VFIO): the host's PCI devices, IOMMU groups and "
                   "modules.alias are read there, modprobe and fuser run chrooted into it; the "
-                  "plugin refuses to start with the gate on when it does not exist.");
+                  "plugin refuses to start with the gate on when it does not exist. With the gate "
+                  "FabricManagerPartitioning, the NVLink fabric is looked for there "
+                  "(proc/driver/nvidia-nvswitch/devices, sys/class/infiniband/*/device/vpd).");
   flags.AddString("kubelet-registrar-directory-path", "KUBELET_REGISTRAR_DIRECTORY_PATH",
                   &c.kubelet_registrar_dir, "Kubelet plugin registration directory.");
   flags.AddString("kubelet-plugins-directory-path", "KUBELET_PLUGINS_DIRECTORY_PATH",

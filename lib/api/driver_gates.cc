@@ -52,9 +52,10 @@ constexpr DriverGate kDriverGates[] = {
     // gpu-kubelet-plugin (ResourceSlices).
     {gate::kDRAListTypeAttributes, S::kAlpha, false, "0.4",
      "publish resource.kubernetes.io/numaNode as a list attribute", ""},
+    // gpu-kubelet-plugin (gpuModuleID/partitionN attributes, the fabricPartition prepare step;
+    // docs/fabric-manager.md).
     {gate::kFabricManagerPartitioning, S::kAlpha, false, "0.5",
-     "activate Fabric Manager partitions matching the prepared GPUs",
-     "Fabric Manager partitioning is not implemented yet"},
+     "activate Fabric Manager partitions matching the prepared GPUs", ""},
     // compute-domain-controller and -kubelet-plugin (--imex-mode=hostManaged).
     {gate::kHostManagedIMEXDaemon, S::kAlpha, false, "0.5",
      "compute domains: use an IMEX daemon managed on the host", ""},

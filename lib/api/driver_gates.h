@@ -10,8 +10,8 @@
 //
 // Availability: the table in driver_gates.cc says which gates this version implements. A gate
 // that is not implemented keeps its default, and setting it to anything else fails at startup:
-//   "FabricManagerPartitioning=true: not available in this version of gpu-kubelet-plugin (Fabric
-//    Manager partitioning is not implemented yet); allowed gates: ConsumableShares, ..."
+//   "LoggingAlphaOptions=true: not available in this version of gpu-kubelet-plugin (there are no
+//    alpha logging options here); allowed gates: ConsumableShares, ..."
 // so that no gate is accepted without effect (AllAlpha and AllBeta skip such gates).
 //
 // Rules (messages from lib/common/feature_gates.h, which match the Go driver's):
@@ -60,7 +60,7 @@ struct DriverGate {
   absl::string_view since;
   absl::string_view description;
   // Empty when this version implements the gate's capability; else why it is not available
-  // ("Fabric Manager partitioning is not implemented yet").
+  // ("there are no alpha logging options here").
   absl::string_view missing;
 };
 

@@ -41,7 +41,7 @@ const GateRow kExpectedGates[] = {
     {"CrashOnNVLinkFabricErrors", FeatureStage::kBeta, true, true},
     {"DeviceMetadata", FeatureStage::kAlpha, false, true},
     {"DRAListTypeAttributes", FeatureStage::kAlpha, false, true},
-    {"FabricManagerPartitioning", FeatureStage::kAlpha, false, false},
+    {"FabricManagerPartitioning", FeatureStage::kAlpha, false, true},
     {"HostManagedIMEXDaemon", FeatureStage::kAlpha, false, true},
     {"ConsumableShares", FeatureStage::kAlpha, false, true},
     {"ContextualLogging", FeatureStage::kBeta, true, false},
@@ -52,8 +52,8 @@ const GateRow kExpectedGates[] = {
 // The gates whose capability exists, as the error lists them.
 constexpr char kChangeable[] =
     "ConsumableShares, CrashOnNVLinkFabricErrors, DRAListTypeAttributes, DeviceMetadata, "
-    "DynamicMIG, HostManagedIMEXDaemon, MPSSupport, NVMLDeviceHealthCheck, PassthroughSupport, "
-    "TimeSlicingSettings";
+    "DynamicMIG, FabricManagerPartitioning, HostManagedIMEXDaemon, MPSSupport, "
+    "NVMLDeviceHealthCheck, PassthroughSupport, TimeSlicingSettings";
 
 class ApiGateTableTest : public ::testing::TestWithParam<GateRow> {};
 

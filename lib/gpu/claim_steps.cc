@@ -263,6 +263,7 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
   auto edits = std::make_shared<DeviceEdits>();
   auto created_mig = std::make_shared<CreatedMigDevices>();
   PlanSteps steps;
+  if (in.fabric) steps.push_back(FabricPartitionStep(*in.fabric, services.fabric));
   if (auto mig = MigDevicesStep(in.cdi_devices, services.mig, created_mig)) {
     steps.push_back(std::move(mig));
   }
@@ -299,6 +300,9 @@ std::vector<StepRecord> AppliedRecords(const PlanSteps& steps) {
 StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::ClaimMap& others,
                             const ClaimStepServices& services) {
   StepUndoers undoers;
+  undoers[kFabricPartitionStep] = [claim_uid, &others, services](const nlohmann::json& undo) {
+    return UndoFabricPartition(claim_uid, others, services.fabric, undo);
+  };
   undoers[kMigDevicesStep] = [services](const nlohmann::json& undo) {
     return UndoMigDevices(services.mig, undo);
   };

@@ -2,7 +2,12 @@
 
 // The steps of a GPU claim's prepare (prepare_plan.h), in one place. In order:
 //
-//   (resolve the configs, plan the devices, check overlaps: DeviceState, no side effect)
+//   (resolve the configs, plan the devices, check overlaps, find the claim's fabric partition:
+//    DeviceState, no side effect)
+//   fabricPartition FabricManagerPartitioning: activate the Fabric Manager partition whose GPUs
+//                   are exactly the claim's full GPUs and VFIO GPUs (fabric_step.h). External,
+//                   not resumable. Undo: deactivate it unless another claim records one of its
+//                   GPUs.
 //   0. migDevices   DynamicMIG: create each dynamic MIG device of the claim (MIG mode on if
 //                   needed, GPU instance at the allocated placement, compute instance), recording
 //                   the MIG UUIDs (mig_step.h). External, resumable.
@@ -32,8 +37,7 @@
 //   (record PrepareCompleted: the engine)
 //
 // A step is in the plan only when the claim needs it (cdiSpec always; deviceStatus when the plugin
-// writes device status, --device-status). Dynamic MIG, VFIO and
-// fabric partitions are to be added as steps here.
+// writes device status, --device-status).
 //
 // Records written before steps were recorded (and adopted Go records) have none: LegacySteps
 // derives them from the recorded devices, so that such claims are unprepared, and their unfinished
@@ -52,6 +56,7 @@
 #include "lib/gpu/claim_cdi.h"
 #include "lib/gpu/device_metadata.h"
 #include "lib/gpu/device_status.h"
+#include "lib/gpu/fabric_step.h"
 #include "lib/gpu/mig_step.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepare_plan.h"
@@ -95,6 +100,8 @@ struct ClaimStepsInput {
   // the VFIO devices whose CDI edits the vfioCdiEdits step adds after the binds (vfio_claim.h).
   std::vector<VfioTarget> vfio;
   std::vector<VfioCdiRequest> vfio_cdi;
+  // Gate FabricManagerPartitioning: the partition to activate; unset: no fabricPartition step.
+  std::optional<FabricTarget> fabric;
 };
 
 // What the steps act through. Null time_slicing or mps: a step that needs it fails (Apply:
@@ -114,6 +121,9 @@ struct ClaimStepServices {
   // PassthroughSupport (vfio_bind.h). Null: no vfio steps are planned (DeviceState refuses a
   // VFIO claim before), and a record naming vfio steps cannot be undone (no undoer).
   const VfioHost* vfio = nullptr;
+  // FabricManagerPartitioning (fabric_step.h). Null: a fabricPartition step fails (Apply:
+  // Internal; Undo: FailedPrecondition when the partition is not shared).
+  const fm::FabricManager* fabric = nullptr;
 };
 
 // The plan: the steps above in order. `in.mps` daemons must outlive the steps.

@@ -244,6 +244,10 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
   if (gates().Enabled(std::string(api::gate::kDeviceMetadata))) {
     plan.metadata = MetadataOf(claim, options_.driver_name, plan.groups, plan.prepared);
   }
+  // Before any step: a claim whose GPUs match no partition fails with nothing changed.
+  if (options_.fabric != nullptr) {
+    ASSIGN_OR_RETURN(plan.fabric, FabricTargetOf(*options_.fabric, plan.prepared));
+  }
   return plan;
 }
 
@@ -300,6 +304,7 @@ PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
   in.metadata = plan.metadata;
   in.vfio = plan.vfio;
   in.vfio_cdi = plan.vfio_cdi;
+  in.fabric = plan.fabric;
   return GpuClaimSteps(in, services());
 }
 
@@ -310,7 +315,8 @@ ClaimStepServices DeviceState::services() const {
           .device_status = options_.device_status,
           .metadata = options_.metadata,
           .mig = options_.mig,
-          .vfio = options_.vfio != nullptr ? options_.vfio->host : nullptr};
+          .vfio = options_.vfio != nullptr ? options_.vfio->host : nullptr,
+          .fabric = options_.fabric != nullptr ? options_.fabric->manager : nullptr};
 }
 
 bool DeviceState::time_slicing_gate() const {

@@ -52,6 +52,7 @@
 #include "lib/gpu/device_configs.h"
 #include "lib/gpu/device_metadata.h"
 #include "lib/gpu/device_status.h"
+#include "lib/gpu/fabric_step.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/prepared.h"
@@ -97,6 +98,10 @@ class DeviceState {
     // (vfio_claim.h). Null: a claim with a VFIO device fails (Internal); unprepare of a record
     // naming vfio steps fails.
     const VfioPlanning* vfio = nullptr;
+    // Gate FabricManagerPartitioning, on a node with an FM fabric: the partitions and the GPUs'
+    // module IDs (fabric_step.h). Null: no fabricPartition step (a claim's GPUs are not matched);
+    // unprepare of a record naming one fails unless the partition is shared.
+    const FabricPartitioning* fabric = nullptr;
     // Gate PassthroughSupport: called with the names of the devices any claim records (in any
     // state) after each checkpoint write by this object and from CountPreparedDevices, inside the
     // checkpoint's update (must not touch the checkpoint): the plugin republishes its slice
@@ -147,6 +152,7 @@ class DeviceState {
     std::optional<MetadataClaim> metadata;           // gate DeviceMetadata
     std::vector<VfioTarget> vfio;                    // gate PassthroughSupport
     std::vector<VfioCdiRequest> vfio_cdi;
+    std::optional<FabricTarget> fabric;  // gate FabricManagerPartitioning
   };
   // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects.
   absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim) const

@@ -126,6 +126,15 @@ absl::StatusOr<GpuDetails> ReadGpu(const nvml::Device& device, size_t position,
     return annotated(mode.status(), "read addressing mode");
   }
 
+  if (options.module_ids) {  // failure tolerated, as in the Go driver
+    absl::StatusOr<unsigned int> module = device.ModuleId();
+    if (module.ok()) {
+      info.module_id = *module;
+    } else {
+      DRA_WARNING("GPU module ID unknown; the GPU matches no Fabric Manager partition", "uuid",
+                  info.uuid, "err", module.status());
+    }
+  }
   absl::StatusOr<std::string> root = ReadPcieRoot(options.sysfs_root, info.pci_bus_id);
   if (root.ok()) {
     info.pcie_root = *std::move(root);

@@ -59,6 +59,9 @@ struct GpuInfo {
   std::string brand;                     // "Nvidia"
   std::optional<std::string> pcie_root;  // "pci0000:64"
   std::optional<int> numa_node;
+  // Gate FabricManagerPartitioning: nvmlDeviceGetModuleId (FM's physicalId of the GPU); unset
+  // when not asked for or NVML cannot tell (a warning).
+  std::optional<unsigned int> module_id;
 };
 
 struct MigInfo {
@@ -96,6 +99,8 @@ struct DiscoveryOptions {
   // Gate DynamicMIG: dynamic-MIG-capable GPUs are announced as partitionable devices with a
   // shared counter set each (dynamic_mig_devices.h) instead of the full GPU or static MIG devices.
   bool dynamic_mig = false;
+  // Gate FabricManagerPartitioning: read each GPU's module ID (GpuInfo::module_id).
+  bool module_ids = false;
 };
 
 struct Inventory {

@@ -29,6 +29,7 @@
 #include "lib/gpu/device_state.h"
 #include "lib/gpu/device_status.h"
 #include "lib/gpu/driver.h"
+#include "lib/gpu/fabric_step.h"
 #include "lib/gpu/go_prepared.h"
 #include "lib/gpu/health_server.h"
 #include "lib/gpu/inventory.h"
@@ -63,11 +64,14 @@ absl::StatusOr<Inventory> DiscoverInventory(const PluginConfig& config,
                                             std::unique_ptr<nvml::Nvml>& nvml) {
   ASSIGN_OR_RETURN(nvml, nvml::Nvml::Create(root.root()));
   ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
-  return Discover(session, {.sysfs_root = config.sys_root,
-                            .list_type_attributes = config.gates != nullptr &&
-                                                    config.gates->Enabled("DRAListTypeAttributes"),
-                            .dynamic_mig = config.gates != nullptr &&
-                                           config.gates->Enabled(api::gate::kDynamicMIG)});
+  return Discover(
+      session,
+      {.sysfs_root = config.sys_root,
+       .list_type_attributes =
+           config.gates != nullptr && config.gates->Enabled("DRAListTypeAttributes"),
+       .dynamic_mig = config.gates != nullptr && config.gates->Enabled(api::gate::kDynamicMIG),
+       .module_ids = config.gates != nullptr &&
+                     config.gates->Enabled(api::gate::kFabricManagerPartitioning)});
 }
 
 // What every MPS control daemon of this plugin shares (docs/mps.md).
@@ -125,6 +129,9 @@ struct PluginApp::Parts {
   // PassthroughSupport (vfio_setup.h), and the devices claims hold: their gpu/vfio siblings are
   // left out of the slice (vfio_claim.h).
   std::unique_ptr<VfioRuntime> vfio;
+  // FabricManagerPartitioning on a node with an NVLink fabric (fabric_step.h); null otherwise.
+  std::unique_ptr<fm::NvfmLibrary> fabric_manager;
+  std::unique_ptr<FabricPartitioning> fabric;
   mutable absl::Mutex held_mu;
   std::set<std::string> held ABSL_GUARDED_BY(held_mu);
   // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
@@ -305,6 +312,7 @@ absl::Status PluginApp::DiscoverDevices() {
     ASSIGN_OR_RETURN(
         p.vfio, VfioRuntime::Create(config_.host_root, config_.nvidia_driver_root, p.inventory));
   }
+  RETURN_IF_ERROR(SetUpFabricManager());
   if (!p.inventory.counter_sets.empty()) {
     absl::StatusOr<std::string> version = p.client->GetRaw("/version");
     if (!version.ok()) return Annotate(version.status(), "read the API server's /version");
@@ -322,6 +330,35 @@ absl::Status PluginApp::DiscoverDevices() {
                          absl::StrCat("not published: ", absl::StrJoin(p.inventory.left_out, "; ")),
                          kComponent, config_.node_name);
   }
+  return absl::OkStatus();
+}
+
+absl::Status PluginApp::SetUpFabricManager() {
+  Parts& p = *parts_;
+  if (config_.gates == nullptr || !config_.gates->Enabled(api::gate::kFabricManagerPartitioning)) {
+    return absl::OkStatus();
+  }
+  if (!fm::HasFabricManagerFabric(config_.host_root)) {
+    DRA_INFO("FabricManagerPartitioning: no NVLink fabric under the host root; partitions off",
+             "hostRoot", config_.host_root);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<fm::NvfmLibrary>> library =
+      fm::NvfmLibrary::Open(config_.container_driver_root, fm::ConnectOptionsFromEnv());
+  if (!library.ok()) {
+    return Annotate(library.status(), "FabricManagerPartitioning: load the Fabric Manager library");
+  }
+  p.fabric_manager = *std::move(library);
+  absl::StatusOr<FabricPartitioning> fabric =
+      LoadFabricPartitioning(p.fabric_manager.get(), p.inventory);
+  if (!fabric.ok()) {
+    return Annotate(fabric.status(), "FabricManagerPartitioning: list the fabric partitions");
+  }
+  p.fabric = std::make_unique<FabricPartitioning>(*std::move(fabric));
+  AddFabricAttributes(p.inventory, *p.fabric);
+  DRA_INFO("FabricManagerPartitioning: fabric partitions found", "partitions",
+           p.fabric->partitions.size(), "gpusWithModuleId", p.fabric->module_by_bus_id.size(),
+           "library", p.fabric_manager->library_path());
   return absl::OkStatus();
 }
 
@@ -412,6 +449,7 @@ absl::Status PluginApp::BuildDeviceState() {
                            .metadata = p.metadata.get(),
                            .mig = p.mig.get(),
                            .vfio = p.vfio ? &p.vfio->planning() : nullptr,
+                           .fabric = p.fabric.get(),
                            .on_held_devices = OnHeldDevices()});
   p.driver = std::make_unique<GpuDriver>(p.state.get(), p.plugin_dir, p.driver_metrics.get());
   p.claim_api = ClaimApiFromClient(p.claim_client.get(), kDriverName, config_.node_name);

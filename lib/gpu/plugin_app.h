@@ -110,6 +110,9 @@ class PluginApp {
   void StartHealthMonitor();              // 9: gate NVMLDeviceHealthCheck
   absl::Status ServeHttpAndHealthPort();  // 10: /metrics, /healthz, gRPC health port
   void StartCleanup();                    // 10: the cleanup thread
+  // Part of 3 (gate FabricManagerPartitioning, a fabric under --host-root): the FM library, its
+  // partitions, and the partition attributes of the inventory (fabric_step.h).
+  absl::Status SetUpFabricManager();
 
   const PluginConfig& config_;
   SignalHandler* const signals_;
