@@ -109,6 +109,12 @@ shutdownGracePeriod: 0s
 # The kubelet would add KUBE-FIREWALL and canary chains to the host's iptables, and nothing takes
 # them away again; no kube-proxy here needs them.
 makeIPTablesUtilChains: false
+# The tests kill and restart the GPU plugin's container many times (test/e2e/gpu_kill_soak.bats:
+# hundreds of SIGKILLs); the default crash-loop back-off (10 s doubling to 300 s) would hold the
+# plugin down for minutes after a few kills. 1 s caps it (the minimum; the field needs the gate
+# KubeletCrashLoopBackOffMax, beta and on by default since 1.35). A test-cluster setting, see
+# docs/development.md "Settings that differ from the defaults".
+crashLoopBackOff: {maxContainerRestartPeriod: 1s}
 EOF2
   [[ -z $FEATURE_GATES ]] || printf 'featureGates:\n%s\n' \
     "$(tr ',' '\n' <<<"$FEATURE_GATES" | sed 's/=/: /; s/^/  /')" >>"$d/kubelet.yaml.tmp"
