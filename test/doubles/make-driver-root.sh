@@ -17,6 +17,10 @@
 #   <dir>/proc/devices, <dir>/proc/driver/nvidia/...,
 #   <dir>/proc/driver/nvidia-caps/mig-minors                           (by the mock, see
 #                                                                       mock-nvml/materialize.h)
+#   <dir>/usr/lib/<arch>-linux-gnu/libnvfm.so.1, <dir>/var/lib/mock-nvfm/partitions.json,
+#   <dir>/proc/driver/nvidia-nvswitch/devices/0000:05:00.0    the fake Fabric Manager library
+#                                                                      and its partitions (with
+#                                                                      --fm-partitions only)
 #   <dir>/proc/driver/nvidia/capabilities/fabric-imex-mgmt,
 #   <dir>/dev/nvidia-caps/nvidia-cap0                                  IMEX management capability
 #                                                                      (by the mock, fabric
@@ -30,7 +34,7 @@
 #
 # Usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--imex PATH]
 #                            [--imex-ctl PATH] [--clique-id N] [--cluster-uuid UUID]
-#                            [--reset-state] <profile> <dir>
+#                            [--fm-partitions FILE [--nvfm PATH]] [--reset-state] <profile> <dir>
 #   <profile>      a profile file, or a name under test/doubles/profiles/ (e.g. h100-8x)
 #   --lib PATH     the built mock library (default: $MOCK_NVML_LIBRARY, else
 #                  build/default/test/doubles/mock-nvml/libnvidia-ml.so.1 in this checkout)
@@ -50,6 +54,14 @@
 #                  info ("fabric" objects).
 #   --cluster-uuid UUID  likewise for the fabric cluster UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)
 #   --reset-state  forget MIG instances and settings changed since the profile was installed
+#                  (and, with --fm-partitions, the active Fabric Manager partitions)
+#   --fm-partitions FILE  Fabric Manager (docs/fabric-manager.md): installs the fake libnvfm.so.1
+#                  (--nvfm PATH, else $MOCK_NVFM_LIBRARY, else
+#                  build/default/test/doubles/fake-nvfm/libnvfm.so.1)
+#                  beside the mock NVML, FILE ({"partitions": [{"id": N, "gpus": [module IDs]}]})
+#                  as var/lib/mock-nvfm/partitions.json (the active partitions are forgotten when
+#                  it changes), and an NVSwitch entry proc/driver/nvidia-nvswitch/devices/
+#                  0000:05:00.0, so that a plugin whose --host-root is this directory finds a fabric
 #
 # Idempotent: running it again leaves the same tree. state.json is kept unless --reset-state is
 # given or the profile differs from the installed one (a changed --clique-id or --cluster-uuid
@@ -70,6 +82,8 @@ imex_ctl_default=$repo/build/default/test/doubles/imex/nvidia-imex-ctl
 clique_id=
 cluster_uuid=
 reset_state=0
+fm_partitions=
+nvfm=${MOCK_NVFM_LIBRARY:-$repo/build/default/test/doubles/fake-nvfm/libnvfm.so.1}
 
 die() {
   echo "make-driver-root: $*" >&2
@@ -87,12 +101,14 @@ while (($#)); do
     --clique-id) clique_id=${2:?--clique-id needs a number}; shift 2 ;;
     --cluster-uuid) cluster_uuid=${2:?--cluster-uuid needs a UUID}; shift 2 ;;
     --reset-state) reset_state=1; shift ;;
+    --fm-partitions) fm_partitions=${2:?--fm-partitions needs a file}; shift 2 ;;
+    --nvfm) nvfm=${2:?--nvfm needs a path}; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) args+=("$1"); shift ;;
   esac
 done
-((${#args[@]} == 2)) || die "usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--imex PATH] [--imex-ctl PATH] [--clique-id N] [--cluster-uuid UUID] [--reset-state] <profile> <dir>"
+((${#args[@]} == 2)) || die "usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--imex PATH] [--imex-ctl PATH] [--clique-id N] [--cluster-uuid UUID] [--fm-partitions FILE] [--nvfm PATH] [--reset-state] <profile> <dir>"
 if [[ -n $clique_id ]]; then
   [[ $clique_id =~ ^[0-9]+$ ]] && ((${#clique_id} <= 10 && 10#$clique_id <= 4294967295)) ||
     die "--clique-id $clique_id: want a decimal number from 0 to 4294967295"
@@ -110,6 +126,10 @@ fi
 [[ -f $profile ]] || die "no profile ${args[0]} (looked in $here/profiles/)"
 [[ -f $lib ]] || die "no mock library at $lib (build the mock_nvml target, or pass --lib)"
 [[ -f $smi ]] || die "no fake nvidia-smi at $smi (build the nvidia_smi target, or pass --smi)"
+if [[ -n $fm_partitions ]]; then
+  [[ -f $fm_partitions ]] || die "--fm-partitions: no file $fm_partitions"
+  [[ -f $nvfm ]] || die "no fake libnvfm.so.1 at $nvfm (build the fake_nvfm target, or pass --nvfm)"
+fi
 if [[ -n $mps_control ]]; then
   [[ -f $mps_control ]] || die "no fake nvidia-cuda-mps-control at $mps_control (build the nvidia_cuda_mps_control target)"
 elif [[ -f $mps_control_default ]]; then
@@ -263,3 +283,16 @@ uvm_major=$(awk '$2 == "nvidia-uvm" {print $1}' "$root/proc/devices")
 [[ -n $uvm_major ]] || die "the mock wrote no nvidia-uvm entry to $root/proc/devices"
 char_device "$root/dev/nvidia-uvm" "$uvm_major" 0
 char_device "$root/dev/nvidia-uvm-tools" "$uvm_major" 1
+
+# Fabric Manager: the fake library, its partitions (a changed list forgets the active ones), and
+# the NVSwitch entry fabric detection looks for.
+if [[ -n $fm_partitions ]]; then
+  install_file "$nvfm" "$libdir/libnvfm.so.1" 0755
+  mkdir -p "$root/var/lib/mock-nvfm" "$root/proc/driver/nvidia-nvswitch/devices"
+  if ((reset_state)) || ! cmp -s "$fm_partitions" "$root/var/lib/mock-nvfm/partitions.json"; then
+    rm -f "$root/var/lib/mock-nvfm/state.json" "$root/var/lib/mock-nvfm/inject.json"
+    cp "$fm_partitions" "$root/var/lib/mock-nvfm/partitions.json.tmp.$$"
+    mv -f "$root/var/lib/mock-nvfm/partitions.json.tmp.$$" "$root/var/lib/mock-nvfm/partitions.json"
+  fi
+  : >"$root/proc/driver/nvidia-nvswitch/devices/0000:05:00.0"
+fi

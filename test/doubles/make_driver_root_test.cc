@@ -1,6 +1,6 @@
 // make-driver-root.sh: the layout it creates, device node types and numbers, idempotence, state
 // handling, the fabric patches (--clique-id, --cluster-uuid), the IMEX fakes (--imex,
-// --imex-ctl) and errors.
+// --imex-ctl), the fake Fabric Manager (--fm-partitions) and errors.
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -247,6 +247,36 @@ TEST(MakeDriverRootTest, FabricPatchErrors) {
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(missing->exit_code, 1);
   EXPECT_THAT(missing->output, HasSubstr("no fake nvidia-imex at"));
+}
+
+// --fm-partitions: the fake libnvfm beside the mock NVML, its partitions, the NVSwitch entry; the
+// active partitions survive a rerun with the same list and are forgotten when it changes.
+TEST(MakeDriverRootTest, FabricManagerPartitions) {
+  dra::testing::TempDir tmp;
+  const std::string root = tmp.path() + "/root", parts = tmp.path() + "/parts.json";
+  std::ofstream(parts) << R"({"partitions": [{"id": 3, "gpus": [1, 2]}]})";
+  auto made = RunScript({"--fm-partitions", parts, "--nvfm", dra::testing::FakeNvfmLibraryPath()},
+                        "h100-8x", root);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  EXPECT_TRUE(fs::is_regular_file(root + "/usr/lib/x86_64-linux-gnu/libnvfm.so.1"));
+  EXPECT_EQ(Read(root + "/var/lib/mock-nvfm/partitions.json"), Read(parts));
+  EXPECT_TRUE(fs::exists(root + "/proc/driver/nvidia-nvswitch/devices/0000:05:00.0"));
+  std::ofstream(root + "/var/lib/mock-nvfm/state.json") << R"({"active": [3]})";
+  made = RunScript({"--fm-partitions", parts, "--nvfm", dra::testing::FakeNvfmLibraryPath()},
+                   "h100-8x", root);
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  EXPECT_TRUE(fs::exists(root + "/var/lib/mock-nvfm/state.json"));
+  std::ofstream(parts) << R"({"partitions": [{"id": 4, "gpus": [3, 4]}]})";
+  made = RunScript({"--fm-partitions", parts, "--nvfm", dra::testing::FakeNvfmLibraryPath()},
+                   "h100-8x", root);
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  EXPECT_FALSE(fs::exists(root + "/var/lib/mock-nvfm/state.json"));
+  EXPECT_THAT(Read(root + "/var/lib/mock-nvfm/partitions.json"), HasSubstr("\"id\": 4"));
+  auto missing = RunScript({"--fm-partitions", tmp.path() + "/none.json"}, "h100-8x", root);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->exit_code, 1);
+  EXPECT_THAT(missing->output, HasSubstr("--fm-partitions: no file"));
 }
 
 }  // namespace
