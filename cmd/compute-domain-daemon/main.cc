@@ -66,8 +66,7 @@ int main(int argc, char** argv) {
                     "How long nvidia-imex gets to exit after SIGTERM before SIGKILL.");
   flags.AddDuration("check-timeout", "CHECK_TIMEOUT", &c.check_timeout,
                     "How long `check` waits for nvidia-imex-ctl before failing.");
-  flags.AddString("kubeconfig", "KUBECONFIG", &c.kubeconfig,
-                  "Kubeconfig file; empty: in-cluster configuration.");
+  flags.AddKubeClientFlags(&c.kubeconfig, /*qps=*/nullptr, /*burst=*/nullptr);
   flags.AddLoggingFlags();
   flags.AddFeatureGatesFlag(&gates);
   flags.SetVersion(DRA_VERSION);

@@ -64,11 +64,7 @@ int main(int argc, char** argv) {
                   "(socket, checkpoint, per-domain IMEX config directories).");
   flags.AddInt("healthcheck-port", "HEALTHCHECK_PORT", &c.healthcheck_port,
                "gRPC health service port: >0 that port, 0 any free port, <0 disabled.");
-  flags.AddString("http-endpoint", "HTTP_ENDPOINT", &c.http_endpoint,
-                  "TCP address (host:port or :port) of the metrics and /healthz server; empty "
-                  "disables it.");
-  flags.AddString("metrics-path", "METRICS_PATH", &c.metrics_path,
-                  "HTTP path of the Prometheus metrics; empty disables them.");
+  flags.AddMetricsServerFlags(&c.http_endpoint, &c.metrics_path);
   flags.AddBool("gpu-clique-label-enabled", "GPU_CLIQUE_LABEL_ENABLED", &c.gpu_clique_label_enabled,
                 "Label the node nvidia.com/gpu.clique=<cliqueID> while the plugin runs (nodes "
                 "with a clique ID only).");
@@ -82,12 +78,7 @@ int main(int argc, char** argv) {
                   "Host path of a host-managed IMEX daemon's command socket "
                   "(IMEX_CMD_UNIX_DOMAIN_PATH), queried under the dev root with "
                   "nvidia-imex-ctl -q --u=<socket> (imex-mode hostManaged only).");
-  flags.AddString("kubeconfig", "KUBECONFIG", &c.kubeconfig,
-                  "Kubeconfig file for running outside the cluster; empty: in-cluster config.");
-  flags.AddDouble("kube-api-qps", "KUBE_API_QPS", &c.kube_api_qps,
-                  "Sustained requests per second to the API server.");
-  flags.AddInt("kube-api-burst", "KUBE_API_BURST", &c.kube_api_burst,
-               "Request burst to the API server.");
+  flags.AddKubeClientFlags(&c.kubeconfig, &c.kube_api_qps, &c.kube_api_burst);
   flags.AddDuration("cleanup-interval", "CLEANUP_INTERVAL", &c.cleanup_interval,
                     "How often half-prepared claims whose ResourceClaim is gone are unprepared, "
                     "expired aborted records dropped and directories of deleted ComputeDomains "

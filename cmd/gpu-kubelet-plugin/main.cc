@@ -84,17 +84,8 @@ int main(int argc, char** argv) {
                   ">= 1.33).");
   flags.AddInt("healthcheck-port", "HEALTHCHECK_PORT", &c.healthcheck_port,
                "gRPC health service port: >0 that port, 0 any free port, <0 disabled.");
-  flags.AddString("http-endpoint", "HTTP_ENDPOINT", &c.http_endpoint,
-                  "TCP address (host:port or :port) of the metrics and /healthz server; empty "
-                  "disables it.");
-  flags.AddString("metrics-path", "METRICS_PATH", &c.metrics_path,
-                  "HTTP path of the Prometheus metrics; empty disables them.");
-  flags.AddString("kubeconfig", "KUBECONFIG", &c.kubeconfig,
-                  "Kubeconfig file for running outside the cluster; empty: in-cluster config.");
-  flags.AddDouble("kube-api-qps", "KUBE_API_QPS", &c.kube_api_qps,
-                  "Sustained requests per second to the API server.");
-  flags.AddInt("kube-api-burst", "KUBE_API_BURST", &c.kube_api_burst,
-               "Request burst to the API server.");
+  flags.AddMetricsServerFlags(&c.http_endpoint, &c.metrics_path);
+  flags.AddKubeClientFlags(&c.kubeconfig, &c.kube_api_qps, &c.kube_api_burst);
   flags.AddString("consumable-shares", "CONSUMABLE_SHARES", &c.consumable_shares,
                   "Let several claims share a full GPU or MIG device (Kubernetes "
                   "DRAConsumableCapacity): 'disabled' (one claim per device), 'memory' (claims "

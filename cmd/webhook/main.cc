@@ -43,12 +43,7 @@ int main(int argc, char** argv) {
   flags.AddInt("port", "WEBHOOK_PORT", &c.port, "HTTPS port to listen on (0..65535).");
   flags.AddString("bind-address", "BIND_ADDRESS", &c.bind_address,
                   "IP address to listen on; empty: all interfaces (IPv6 and IPv4).");
-  flags.AddString("http-endpoint", "HTTP_ENDPOINT", &c.http_endpoint,
-                  "TCP address (host:port, [ipv6]:port, or :port for all interfaces, IPv6 and "
-                  "IPv4) of a plain-HTTP server for Prometheus metrics and /healthz; empty "
-                  "disables it.");
-  flags.AddString("metrics-path", "METRICS_PATH", &c.metrics_path,
-                  "HTTP path of the Prometheus metrics on --http-endpoint.");
+  flags.AddMetricsServerFlags(&c.http_endpoint, &c.metrics_path);
   flags.AddDuration("tls-reload-interval", "TLS_RELOAD_INTERVAL", &c.cert_check_interval,
                     "How often the certificate and key files are checked for changes (at most "
                     "once per new connection); 0 checks at every new connection.");

@@ -106,17 +106,8 @@ void AddControllerFlags(Flags& flags, ProcessOptions* o, FeatureGates* gates) {
                  "Tests only: reconcile only ComputeDomains of this namespace; disables the "
                  "cleanup of node labels of unknown ComputeDomains.")
       .Hidden();
-  flags.AddString("kubeconfig", "KUBECONFIG", &o->kubeconfig,
-                  "Kubeconfig file; empty: in-cluster configuration.");
-  flags.AddDouble("kube-api-qps", "KUBE_API_QPS", &o->kube_api_qps,
-                  "Sustained requests per second to the API server.");
-  flags.AddInt("kube-api-burst", "KUBE_API_BURST", &o->kube_api_burst,
-               "Burst of requests to the API server.");
-  flags.AddString("http-endpoint", "HTTP_ENDPOINT", &o->http_endpoint,
-                  "TCP address (host:port, [ipv6]:port or :port) of the plain-HTTP server for "
-                  "Prometheus metrics and /healthz; empty disables it.");
-  flags.AddString("metrics-path", "METRICS_PATH", &o->metrics_path,
-                  "HTTP path of the Prometheus metrics on --http-endpoint.");
+  flags.AddKubeClientFlags(&o->kubeconfig, &o->kube_api_qps, &o->kube_api_burst);
+  flags.AddMetricsServerFlags(&o->http_endpoint, &o->metrics_path);
   flags.AddString("pprof-path", "PPROF_PATH", &o->pprof_path,
                   "Accepted for compatibility with the Go driver; there is no pprof in this "
                   "implementation (a non-empty value logs a warning).");

@@ -198,6 +198,30 @@ Flags::FlagRef Flags::AddLoggingFlags() {
       "Log verbosity: lines logged at this level or below are written (klog's -v).");
 }
 
+void Flags::AddKubeClientFlags(std::string* kubeconfig, double* qps, int* burst) {
+  if (kubeconfig != nullptr) {
+    AddString("kubeconfig", "KUBECONFIG", kubeconfig,
+              "Kubeconfig file for running outside the cluster; empty: the in-cluster "
+              "configuration (service account token and KUBERNETES_SERVICE_HOST/PORT).");
+  }
+  if (qps != nullptr) {
+    AddDouble("kube-api-qps", "KUBE_API_QPS", qps,
+              "Sustained requests per second to the API server.");
+  }
+  if (burst != nullptr) {
+    AddInt("kube-api-burst", "KUBE_API_BURST", burst,
+           "Requests to the API server allowed at once above --kube-api-qps.");
+  }
+}
+
+void Flags::AddMetricsServerFlags(std::string* endpoint, std::string* metrics_path) {
+  AddString("http-endpoint", "HTTP_ENDPOINT", endpoint,
+            "TCP address (host:port, [ipv6]:port, or :port for all interfaces, IPv6 and IPv4) of "
+            "the plain-HTTP server for Prometheus metrics and /healthz; empty disables it.");
+  AddString("metrics-path", "METRICS_PATH", metrics_path,
+            "HTTP path of the Prometheus metrics on --http-endpoint; empty disables them.");
+}
+
 Flags::FlagRef Flags::AddFeatureGatesFlag(FeatureGates* gates) {
   FlagRef ref = Add(
       "feature-gates", "FEATURE_GATES", "mapStringBool", "\"\"",

@@ -107,6 +107,14 @@ class Flags {
   // "-v" / "--v" / env VERBOSITY: klog verbosity, applied with dra::log::SetVerbosity during
   // Parse (before anything else is logged).
   FlagRef AddLoggingFlags();
+  // The API client's flags, shared by every binary that talks to the API server: "--kubeconfig"
+  // (env KUBECONFIG; empty: the in-cluster configuration), "--kube-api-qps" (KUBE_API_QPS) and
+  // "--kube-api-burst" (KUBE_API_BURST). A null target leaves its flag out.
+  void AddKubeClientFlags(std::string* kubeconfig, double* qps, int* burst);
+  // The plain-HTTP server for Prometheus metrics and /healthz: "--http-endpoint"
+  // (HTTP_ENDPOINT; empty disables the server) and "--metrics-path" (METRICS_PATH; empty
+  // disables the metrics).
+  void AddMetricsServerFlags(std::string* endpoint, std::string* metrics_path);
   // "--feature-gates" / env FEATURE_GATES, applied with gates->Set during Parse; its help lists
   // gates->KnownGatesHelp(). `gates` must outlive Parse.
   FlagRef AddFeatureGatesFlag(FeatureGates* gates);

@@ -444,3 +444,47 @@ TEST(FlagsRealEnvTest, ReadsProcessEnvironmentByDefault) {
 
 }  // namespace
 }  // namespace dra
+
+namespace dra {
+namespace {
+
+absl::StatusOr<Flags::ParseResult> ParseArgs(Flags& flags, std::vector<std::string> args) {
+  args.insert(args.begin(), "/usr/bin/shared-flags");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  flags.SetEnvLookupForTest([](const std::string& name) -> std::optional<std::string> {
+    if (name == "KUBE_API_BURST") return "40";
+    if (name == "METRICS_PATH") return "/m";
+    return std::nullopt;
+  });
+  return flags.Parse(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(SharedFlagsTest, KubeClientAndMetricsServerFlagsFillTheirTargets) {
+  Flags flags("shared-flags", "shared-flags tests the shared flag groups.");
+  std::string kubeconfig, endpoint, metrics_path = "/metrics";
+  double qps = 5;
+  int burst = 10;
+  flags.AddKubeClientFlags(&kubeconfig, &qps, &burst);
+  flags.AddMetricsServerFlags(&endpoint, &metrics_path);
+  absl::StatusOr<Flags::ParseResult> r =
+      ParseArgs(flags, {"--kubeconfig=/k", "--kube-api-qps=7.5", "--http-endpoint=:8080"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(kubeconfig, "/k");
+  EXPECT_DOUBLE_EQ(qps, 7.5);
+  EXPECT_EQ(burst, 40);  // from KUBE_API_BURST
+  EXPECT_EQ(endpoint, ":8080");
+  EXPECT_EQ(metrics_path, "/m");  // from METRICS_PATH
+}
+
+TEST(SharedFlagsTest, NullTargetLeavesItsFlagOut) {
+  Flags flags("shared-flags", "shared-flags tests the shared flag groups.");
+  std::string kubeconfig;
+  flags.AddKubeClientFlags(&kubeconfig, /*qps=*/nullptr, /*burst=*/nullptr);
+  absl::StatusOr<Flags::ParseResult> r = ParseArgs(flags, {"--kube-api-qps=7"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("kube-api-qps"));
+}
+
+}  // namespace
+}  // namespace dra
