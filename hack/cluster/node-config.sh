@@ -114,8 +114,10 @@ makeIPTablesUtilChains: false
 # plugin down for minutes after a few kills. 1 s caps it (the minimum; the field needs the gate
 # KubeletCrashLoopBackOffMax, beta and on by default since 1.35). A test-cluster setting, see
 # docs/development.md "Settings that differ from the defaults".
-crashLoopBackOff: {maxContainerRestartPeriod: 1s}
 EOF2
+  # The kubelet refuses the field with its gate off (DRA_FEATURE_GATES=KubeletCrashLoopBackOffMax=false).
+  [[ ,${FEATURE_GATES// /}, == *,KubeletCrashLoopBackOffMax=false,* ]] ||
+    echo 'crashLoopBackOff: {maxContainerRestartPeriod: 1s}' >>"$d/kubelet.yaml.tmp"
   [[ -z $FEATURE_GATES ]] || printf 'featureGates:\n%s\n' \
     "$(tr ',' '\n' <<<"$FEATURE_GATES" | sed 's/=/: /; s/^/  /')" >>"$d/kubelet.yaml.tmp"
   mv -f "$d/kubelet.yaml.tmp" "$d/kubelet.yaml"
