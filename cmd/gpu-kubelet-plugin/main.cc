@@ -1,6 +1,8 @@
 // gpu-kubelet-plugin: the kubelet plugin of the gpu.nvidia.com DRA driver. Flags and wiring only;
 // the work is in lib/gpu (plugin_app.h).
 
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,6 +15,13 @@
 #include "lib/gpu/plugin_app.h"
 
 int main(int argc, char** argv) {
+  // At most two glibc malloc arenas instead of eight per core: the kubelet's concurrent calls
+  // (one gRPC thread each) would otherwise each grow an arena of their own, about 0.2-4 MiB apiece
+  // that is rarely given back (docs/performance.md "Memory"). An operator's MALLOC_ARENA_MAX or
+  // GLIBC_TUNABLES wins.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr && std::getenv("GLIBC_TUNABLES") == nullptr) {
+    mallopt(M_ARENA_MAX, 2);
+  }
   // Names in the SIGUSR2 stack dump (lib/common/stack_dump.h); before any thread starts.
   dra::InitializeStackDumpSymbolizer(argv[0]);
   // Signals are blocked before any thread starts so that only the handler thread receives them.

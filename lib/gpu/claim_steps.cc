@@ -123,7 +123,10 @@ class DeviceStatusStep final : public PlanStep {
         writer_(writer),
         created_mig_(std::move(created_mig)) {}
   std::string name() const override { return kDeviceStatusStep; }
-  nlohmann::json UndoData() const override { return StatusClaimRefToJson(claim_); }
+  // With the entries: a restart writes them again when the queued write was lost.
+  nlohmann::json UndoData() const override {
+    return DeviceStatusRecordToJson(claim_, WithCreatedMigUuids(entries_));
+  }
   bool external() const override { return true; }    // the API server's copy of the claim
   bool resumable() const override { return false; }  // never fails
   // Runs after the Completed record (prepare_plan.h): one checkpoint write per prepare.
@@ -146,7 +149,7 @@ class DeviceStatusStep final : public PlanStep {
                   claim_.uid, "namespace", claim_.namespace_name, "name", claim_.name, "err", s);
       return absl::OkStatus();
     }
-    DRA_VLOG(2, "wrote claim device status", "claim", claim_.uid, "devices", entries_.size());
+    DRA_VLOG(2, "queued claim device status", "claim", claim_.uid, "devices", entries_.size());
     return absl::OkStatus();
   }
 

@@ -131,6 +131,59 @@ absl::StatusOr<StatusClaimRef> StatusClaimRefFromJson(const nlohmann::json& j) {
   return out;
 }
 
+nlohmann::json DeviceStatusRecordToJson(const StatusClaimRef& claim,
+                                        const std::vector<DeviceStatusEntry>& entries) {
+  nlohmann::json j = StatusClaimRefToJson(claim);
+  if (claim.generation > 0) j["generation"] = claim.generation;
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DeviceStatusEntry& e : entries) {
+    nlohmann::json d = {{"pool", e.pool}, {"device", e.device}, {"data", e.data}};
+    if (e.share_id) d["shareID"] = *e.share_id;
+    devices.push_back(std::move(d));
+  }
+  j["devices"] = std::move(devices);
+  return j;
+}
+
+absl::StatusOr<DeviceStatusRecord> DeviceStatusRecordFromJson(const nlohmann::json& j) {
+  DeviceStatusRecord out;
+  ASSIGN_OR_RETURN(out.claim, StatusClaimRefFromJson(j));
+  if (j.contains("generation")) {
+    if (!j["generation"].is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "deviceStatus undo: field \"generation\" must be an integer; got ", j.dump()));
+    }
+    out.claim.generation = j["generation"].get<int64_t>();
+  }
+  if (!j.contains("devices")) return out;
+  const nlohmann::json& devices = j["devices"];
+  if (!devices.is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deviceStatus undo: field \"devices\" must be a list; got ", j.dump()));
+  }
+  std::vector<DeviceStatusEntry> entries;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const nlohmann::json& d = devices[i];
+    const bool ok = d.is_object() && d.contains("pool") && d["pool"].is_string() &&
+                    d.contains("device") && d["device"].is_string() && d.contains("data") &&
+                    d["data"].is_object() && (!d.contains("shareID") || d["shareID"].is_string());
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("deviceStatus undo: devices[", i,
+                       "] must be an object with string \"pool\" and \"device\", object "
+                       "\"data\" and optional string \"shareID\"; got ",
+                       d.dump()));
+    }
+    DeviceStatusEntry e{.pool = d["pool"].get<std::string>(),
+                        .device = d["device"].get<std::string>(),
+                        .data = d["data"]};
+    if (d.contains("shareID")) e.share_id = d["shareID"].get<std::string>();
+    entries.push_back(std::move(e));
+  }
+  out.entries = std::move(entries);
+  return out;
+}
+
 std::unique_ptr<DeviceStatusWriter> DeviceStatusWriterFromClient(
     k8s::Client* client, std::string driver, metrics::Family<metrics::Counter>* writes) {
   return std::make_unique<ClientDeviceStatusWriter>(client, std::move(driver), writes);

@@ -70,6 +70,19 @@ nlohmann::json DeviceStatusApplyBody(const std::string& driver, const StatusClai
 nlohmann::json StatusClaimRefToJson(const StatusClaimRef& claim);
 absl::StatusOr<StatusClaimRef> StatusClaimRefFromJson(const nlohmann::json& j);
 
+// The deviceStatus step's undo data since the writes are queued (device_status_queue.h): the
+// claim ref above plus "generation" and "devices" (the entries, each {"pool", "device",
+// "shareID" when set, "data"}), so that a restart can write the entries of a prepared claim
+// again when the queued write was lost.
+nlohmann::json DeviceStatusRecordToJson(const StatusClaimRef& claim,
+                                        const std::vector<DeviceStatusEntry>& entries);
+struct DeviceStatusRecord {
+  StatusClaimRef claim;
+  // Unset in records written before the entries were recorded.
+  std::optional<std::vector<DeviceStatusEntry>> entries;
+};
+absl::StatusOr<DeviceStatusRecord> DeviceStatusRecordFromJson(const nlohmann::json& j);
+
 // The most one write may take (the plugin's status client's request timeout, no retries): the
 // deviceStatus step skips the write when less is left of the prepare's deadline.
 inline constexpr absl::Duration kDeviceStatusWriteTime = absl::Seconds(5);

@@ -1,5 +1,6 @@
 #include "lib/gpu/plugin_app.h"
 
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -23,11 +24,13 @@
 #include "lib/common/status.h"
 #include "lib/driverroot/driver_root.h"
 #include "lib/gpu/claim_cdi.h"
+#include "lib/gpu/claim_steps.h"
 #include "lib/gpu/cleanup.h"
 #include "lib/gpu/device_health.h"
 #include "lib/gpu/device_metadata.h"
 #include "lib/gpu/device_state.h"
 #include "lib/gpu/device_status.h"
+#include "lib/gpu/device_status_queue.h"
 #include "lib/gpu/driver.h"
 #include "lib/gpu/fabric_step.h"
 #include "lib/gpu/go_prepared.h"
@@ -97,6 +100,27 @@ MpsDaemonEnv MpsEnv(const PluginConfig& config, const std::string& plugin_dir, k
   return env;
 }
 
+// The most a SIGTERM shutdown waits for the queued device status writes (one write's timeout,
+// kDeviceStatusWriteTime, twice); the kubelet plugin's pod has a termination grace period of 30 s.
+constexpr absl::Duration kDeviceStatusDrainTime = absl::Seconds(10);
+
+// At startup: the entries of every completed claim whose record holds them are written again, so
+// that a write queued but lost in a crash comes back (device_status_queue.h). Writing entries
+// that are already there changes nothing but their Ready condition's lastTransitionTime.
+void RequeueDeviceStatus(const checkpoint::ClaimMap& claims, const DeviceStatusQueue& queue) {
+  int queued = 0;
+  for (const auto& [uid, claim] : claims) {
+    if (claim.state != checkpoint::ClaimState::kPrepareCompleted) continue;
+    for (const StepRecord& r : RecordedSteps(claim, /*time_slicing_gate=*/false)) {
+      if (r.name != kDeviceStatusStep || r.state != StepState::kApplied) continue;
+      absl::StatusOr<DeviceStatusRecord> record = DeviceStatusRecordFromJson(r.undo);
+      if (!record.ok() || !record->entries) continue;  // an older record: written back then
+      if (queue.Write(record->claim, *record->entries).ok()) ++queued;
+    }
+  }
+  if (queued > 0) DRA_INFO("queued the prepared claims' device status again", "claims", queued);
+}
+
 }  // namespace
 
 struct PluginApp::Parts {
@@ -108,7 +132,10 @@ struct PluginApp::Parts {
   // Claim status writes (best effort): no retry, a short timeout, this driver's and node's field
   // manager.
   std::unique_ptr<k8s::Client> status_client;
-  std::unique_ptr<DeviceStatusWriter> device_status;
+  std::unique_ptr<DeviceStatusWriter> device_status_api;
+  // What prepare and unprepare write through: the ordered background writer in front of
+  // device_status_api (device_status_queue.h), so that no API round trip is on the kubelet's call.
+  std::unique_ptr<DeviceStatusQueue> device_status;
   // Device metadata files (gate DeviceMetadata); also without the gate, so that unprepare removes
   // those a record names.
   std::unique_ptr<DeviceMetadataFiles> metadata;
@@ -197,6 +224,8 @@ absl::StatusOr<std::unique_ptr<PluginApp>> PluginApp::Start(const PluginConfig& 
   app->StartHealthMonitor();
   RETURN_IF_ERROR(app->ServeHttpAndHealthPort());
   app->StartCleanup();
+  // Discovery, the slices and the claim list are done with: give their freed heap back.
+  malloc_trim(0);
   DRA_INFO("gpu-kubelet-plugin running", "node", config.node_name, "driver", kDriverName);
   return app;
 }
@@ -209,6 +238,8 @@ void PluginApp::Stop() {
   if (p.health_monitor) p.health_monitor->Stop();
   if (p.server) p.server->Stop();  // removes our sockets: the kubelet sees the plugin go away
   if (p.claim_cache) p.claim_cache->Stop();
+  // No kubelet call adds to the queue any more: write what waits, within the deadline.
+  if (p.device_status) p.device_status->Shutdown(kDeviceStatusDrainTime);
   if (p.publisher) p.publisher->Stop();
   // The cleanup thread ends within a second of its wait; a pass under way runs to its end.
   p.stopping = true;
@@ -280,8 +311,17 @@ absl::Status PluginApp::ConnectToApiServer() {
   p.degraded =
       p.registry.AddGauge("nvidia_dra_plugin_degraded",
                           "1 when the plugin runs without a usable NVML (no devices).", {"reason"});
-  p.device_status = DeviceStatusWriterFromClient(p.status_client.get(), kDriverName,
-                                                 AddDeviceStatusWritesMetric(&p.registry));
+  metrics::Family<metrics::Counter>* status_writes = AddDeviceStatusWritesMetric(&p.registry);
+  p.device_status_api =
+      DeviceStatusWriterFromClient(p.status_client.get(), kDriverName, status_writes);
+  p.device_status = std::make_unique<DeviceStatusQueue>(
+      p.device_status_api.get(), DeviceStatusQueueOptions{},
+      p.registry.AddGauge("nvidia_dra_device_status_queue_depth",
+                          "Claims whose status.devices write or removal waits for (or is at) the "
+                          "API server.",
+                          {}),
+      status_writes);
+  p.device_status->Start();
   p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
                                         "Corrupt checkpoints moved aside and replaced.", {});
   p.health_recoveries = p.registry.AddCounter(
@@ -472,7 +512,10 @@ void PluginApp::RebuildAfterCorruption() {
                                       "); moved to ", r->moved_to, "; ", outcome),
                          kComponent, config_.node_name);
   }
-  if (auto claims = p.checkpoint->List(); claims.ok()) p.state->CountPreparedDevices(*claims);
+  if (auto claims = p.checkpoint->List(); claims.ok()) {
+    p.state->CountPreparedDevices(*claims);
+    if (config_.device_status) RequeueDeviceStatus(*claims, *p.device_status);
+  }
   p.driver->RefreshPreparedDevicesGauge();
   p.serving = true;
 }

@@ -86,6 +86,10 @@ void ClaimCache::PutLocked(std::map<std::string, Ptr>& into, const nlohmann::jso
     into.erase(key);
     return;
   }
+  // Prepare reads the decoded fields only: the raw JSON and managedFields (metadata's unknown
+  // fields) would be most of a kept claim's memory (docs/performance.md "Memory").
+  decoded->raw = nlohmann::json();
+  decoded->metadata.unknown_fields = nlohmann::json();
   into[key] = std::make_shared<const k8s::ResourceClaim>(*std::move(decoded));
 }
 
