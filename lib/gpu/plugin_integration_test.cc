@@ -546,5 +546,57 @@ TEST_F(PluginIntegrationTest, KillDuringPrepareThenRetryIsConsistent) {
   EXPECT_TRUE(all->empty());
 }
 
+// Gate FabricManagerPartitioning (docs/fabric-manager.md): the binary finds the fake NVSwitch
+// under --host-root, loads the fake libnvfm.so.1 from the driver root, publishes the partition
+// attributes, activates the partition of a claim's GPU at prepare, refuses a GPU that is no
+// partition by itself, and deactivates at unprepare.
+TEST_F(PluginIntegrationTest, FabricManagerPartitionOfAClaimIsActivatedAndDeactivated) {
+  const std::string root = tmp_.path() + "/root";
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("h100-8x", root).ok());
+  ASSERT_TRUE(dra::testing::InstallFakeFabricManager(root,
+                                                     R"({"partitions": [
+    {"id": 0, "gpus": [1, 2, 3, 4, 5, 6, 7, 8]}, {"id": 3, "gpus": [1, 2]}, {"id": 7, "gpus": [1]}
+  ]})",
+                                                     /*host_root=*/tmp_.path() + "/host")
+                  .ok());
+  plugin_ = std::make_unique<dra::testing::PluginProcess>(dra::testing::PluginProcessOptions{
+      .node_name = node_,
+      .driver_root = root,
+      .work_dir = tmp_.path(),
+      .extra_args = {"--sys-root=" + tmp_.path() + "/sys", "--host-root=" + tmp_.path() + "/host",
+                     "--feature-gates=FabricManagerPartitioning=true"}});
+  plugin_->Start();
+  ASSERT_TRUE(plugin_->WaitForSocket()) << "no DRA socket; see " << plugin_->log();
+  std::map<std::string, k8s::Device> devices;
+  for (const ResourceSlice& s : WaitForSlices()) {
+    for (const k8s::Device& d : s.spec.devices) devices[d.name] = d;
+  }
+  ASSERT_TRUE(devices.contains("gpu-0") && devices.contains("gpu-1"));
+  EXPECT_EQ(devices["gpu-0"].attributes.at("gpuModuleID").int_value, 1);
+  EXPECT_EQ(devices["gpu-0"].attributes.at("partition1").int_value, 7);
+  EXPECT_EQ(devices["gpu-0"].attributes.at("partition2").int_value, 3);
+  EXPECT_EQ(devices["gpu-0"].attributes.at("partition8").int_value, 0);
+  EXPECT_EQ(devices["gpu-1"].attributes.at("gpuModuleID").int_value, 2);
+  EXPECT_FALSE(devices["gpu-1"].attributes.contains("partition1"));
+  const std::string state = root + "/var/lib/mock-nvfm/state.json";
+  auto active = [&] {
+    std::ifstream in(state);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    return j.is_object() ? j.value("active", nlohmann::json::array()) : nlohmann::json::array();
+  };
+
+  const std::string uid = AllocatedClaim("fm-one", "gpu-0");
+  ASSERT_EQ(Prepare("fm-one", uid), "");
+  EXPECT_EQ(active(), nlohmann::json({7}));
+  const std::string other = AllocatedClaim("fm-none", "gpu-1");
+  EXPECT_THAT(Prepare("fm-none", other),
+              ::testing::HasSubstr("fabric manager: GPU module set [2] does not match any FM "
+                                   "partition; refusing partition activation"));
+  EXPECT_FALSE(SpecExists(other));
+  EXPECT_EQ(active(), nlohmann::json({7}));
+  ASSERT_EQ(Unprepare("fm-one", uid), "");
+  EXPECT_EQ(active(), nlohmann::json::array());
+}
+
 }  // namespace
 }  // namespace dra::gpu
