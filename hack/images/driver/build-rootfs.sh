@@ -77,6 +77,9 @@ cp /bin/busybox "$out/usr/bin/busybox"
 for applet in $(/bin/busybox --list); do
   [[ -e $out/usr/bin/$applet || $applet == busybox ]] || ln -s busybox "$out/usr/bin/$applet"
 done
+# The VFIO steps run host programs as /usr/sbin/chroot <host root> ... (lib/gpu/vfio_bind.cc),
+# busybox's chroot at its usual path (test/e2e/gpu_vfio.bats found it missing).
+ln -sfn ../bin/busybox "$out/usr/sbin/chroot"
 
 printf '/lib/%s\n/usr/lib/%s\n' "$arch" "$arch" >"$out/etc/ld.so.conf"
 /sbin/ldconfig -r "$out"
