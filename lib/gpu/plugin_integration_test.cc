@@ -395,9 +395,17 @@ TEST_F(PluginIntegrationTest, PrepareWritesDeviceStatusAndUnprepareRemovesIt) {
     }
     return out;
   };
+  // The plugin writes and removes its entries in the background after the call returned
+  // (device_status_queue.h): wait up to 10 s until `driver` has `n` entries.
+  auto wait_entries = [&](const std::string& driver, size_t n) {
+    for (int i = 0; i < 200 && entries(driver).size() != n; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return entries(driver);
+  };
 
   ASSERT_EQ(Prepare(name, uid), "");
-  std::vector<nlohmann::json> ours = entries("gpu.nvidia.com");
+  std::vector<nlohmann::json> ours = wait_entries("gpu.nvidia.com", 1);
   ASSERT_EQ(ours.size(), 1u);
   EXPECT_EQ(ours[0]["pool"], node_);
   EXPECT_EQ(ours[0]["device"], "gpu-3");
@@ -416,13 +424,13 @@ TEST_F(PluginIntegrationTest, PrepareWritesDeviceStatusAndUnprepareRemovesIt) {
   EXPECT_TRUE(managers.contains("gpu.nvidia.com/" + node_)) << (*got)["metadata"].dump();
 
   ASSERT_EQ(Unprepare(name, uid), "");
-  EXPECT_TRUE(entries("gpu.nvidia.com").empty());
+  EXPECT_TRUE(wait_entries("gpu.nvidia.com", 0).empty());
   ASSERT_EQ(entries("nic.example.com").size(), 1u);
   EXPECT_EQ(entries("nic.example.com")[0]["data"], nlohmann::json({{"mac", "aa:bb"}}));
 
   // Prepared again, then the claim is deleted before the unprepare: success.
   ASSERT_EQ(Prepare(name, uid), "");
-  EXPECT_EQ(entries("gpu.nvidia.com").size(), 1u);
+  EXPECT_EQ(wait_entries("gpu.nvidia.com", 1).size(), 1u);
   ASSERT_TRUE(client_->Delete(ResourceClaim::kResource, "default", name).ok());
   for (int i = 0; i < 100; ++i) {
     if (absl::IsNotFound(client_->Get(ResourceClaim::kResource, "default", name).status())) break;

@@ -3,8 +3,9 @@
 # prepared a claim, the claim's status.devices shows, for each allocated device, the physical GPU
 # (data.uuid = what `nvidia-smi -L` prints in the container, data.productName; for MIG the parent
 # UUID and the profile) with a Ready condition, written by the plugin's own field manager; the
-# plugin removes its entries when it unprepares the claim. Node 1: mock h100-8x; node 2:
-# a100-mig-4x. Run through run.sh.
+# plugin removes its entries when it unprepares the claim. Both happen in the background, shortly
+# after the kubelet's call returned (lib/gpu/device_status_queue.h), so the test waits for them.
+# Node 1: mock h100-8x; node 2: a100-mig-4x. Run through run.sh.
 
 setup_file() {
   load lib
@@ -66,7 +67,9 @@ assert_entry() {
   local uuid dev before
   uuid=$(gpu_uuids pod1)
   dev=$(allocated shared-gpu)
-  assert_entry shared-gpu "${dev#*/}" "$uuid" "$GPU_NODE"
+  # The plugin writes the entries in the background after its prepare returned
+  # (lib/gpu/device_status_queue.h): usually before the container runs, but not necessarily.
+  wait_for 15 "the device status of shared-gpu" assert_entry shared-gpu "${dev#*/}" "$uuid" "$GPU_NODE"
   [[ $(jq -r .data.productName <<<"$(our_entries shared-gpu)") == "NVIDIA H100"* ]]
   before=$(removals "$GPU_NODE")
 
@@ -79,8 +82,9 @@ assert_entry() {
   k delete pod pod2 --wait=true --timeout=60s >/dev/null
   wait_for 30 "the device status of shared-gpu to go" no_entries shared-gpu
   k get resourceclaim shared-gpu >/dev/null
-  # Removed by the plugin's unprepare, not by some other writer.
-  [ "$(removals "$GPU_NODE")" -eq $((before + 1)) ]
+  # Removed by the plugin's unprepare, not by some other writer (counted once the apply returned).
+  removed_once() { [ "$(removals "$GPU_NODE")" -eq $((before + 1)) ]; }
+  wait_for 5 "the plugin to count the removal" removed_once
 }
 
 @test "a MIG claim's entry names the MIG device, its parent GPU and its profile" {
@@ -94,7 +98,7 @@ assert_entry() {
   mig=$(k logs pod1 | grep -oE 'MIG-[0-9a-f-]+')
   parent=$(gpu_uuids pod1)
   [ -n "$mig" ] && [ -n "$parent" ]
-  assert_entry one-mig "${dev#*/}" "$mig" "$MIG_NODE"
+  wait_for 15 "the device status of one-mig" assert_entry one-mig "${dev#*/}" "$mig" "$MIG_NODE"
   entry=$(our_entries one-mig)
   [ "$(jq -r .data.parentUUID <<<"$entry")" = "$parent" ]
   profile=$(jq -r .data.profile <<<"$entry")
