@@ -194,7 +194,8 @@ absl::StatusOr<std::unique_ptr<NvfmLibrary>> NvfmLibrary::Open(std::string_view 
     const fs::path real = fs::canonical(c, ec);
     return OpenLibrary(ec ? c : real.string(), std::move(options));
   }
-  return absl::NotFoundError(absl::StrCat("libnvfm.so not found under driver root ", std::string(driver_root),
+  return absl::NotFoundError(absl::StrCat("libnvfm.so not found under driver root ",
+                                          std::string(driver_root),
                                           " (searched: ", absl::StrJoin(candidates, ", "), ")"));
 }
 
@@ -245,7 +246,7 @@ absl::Status NvfmLibrary::Connected(const std::function<absl::Status(abi::Handle
   abi::Handle handle = nullptr;
   RETURN_IF_ERROR(Annotate(FromReturn(api_.connect(&params, &handle), "fmConnect"),
                            absl::StrCat("connect to the fabric manager at ", options_.address)));
-  const absl::Status s = op(handle);
+  absl::Status s = op(handle);
   const absl::Status d = FromReturn(api_.disconnect(handle), "fmDisconnect");
   if (!d.ok()) DRA_WARNING("fabric manager disconnect failed", "err", d);
   return s;

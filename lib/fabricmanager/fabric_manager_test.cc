@@ -151,7 +151,7 @@ TEST(FabricPartitionsTest, FindExactPartitionMatchesSetsOnly) {
 
 TEST(FabricDetectionTest, NvswitchDevicesOrSwitchManagedVpd) {
   dra::testing::TempDir tmp;
-  const std::string host = tmp.path();
+  const std::string& host = tmp.path();
   EXPECT_FALSE(HasFabricManagerFabric(host));
   fs::create_directories(host + "/proc/driver/nvidia-nvswitch/devices");
   EXPECT_FALSE(HasFabricManagerFabric(host));  // empty

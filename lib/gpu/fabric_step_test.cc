@@ -140,12 +140,11 @@ class FabricPartitionTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *c : std::nullopt;
   }
-  std::string Inject(const std::string& call, int code, int times) {
+  void Inject(const std::string& call, int code, int times) {
     const std::string path = root_ + "/var/lib/mock-nvfm/inject.json";
     EXPECT_TRUE(
         WriteFileAtomically(path, nlohmann::json{{call, {{"code", code}, {"times", times}}}}.dump())
             .ok());
-    return path;
   }
 
   dra::testing::TempDir tmp_;

@@ -152,18 +152,21 @@ bool ValidHandle(abi::Handle h) { return h != nullptr && *static_cast<int*>(h) =
 
 extern "C" {
 
+// NOLINTNEXTLINE(readability-identifier-naming): the FM API names
 __attribute__((visibility("default"))) abi::Return fmLibInit() {
   if (auto r = Injected("fmLibInit")) return *r;
   g_initialized = true;
   return abi::kSuccess;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): the FM API names
 __attribute__((visibility("default"))) abi::Return fmLibShutdown() {
   if (!g_initialized) return abi::kUninitialized;
   g_initialized = false;
   return abi::kSuccess;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): the FM API names
 __attribute__((visibility("default"))) abi::Return fmConnect(abi::ConnectParams* params,
                                                              abi::Handle* handle) {
   if (!g_initialized) return abi::kUninitialized;
@@ -179,12 +182,14 @@ __attribute__((visibility("default"))) abi::Return fmConnect(abi::ConnectParams*
   return abi::kSuccess;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): the FM API names
 __attribute__((visibility("default"))) abi::Return fmDisconnect(abi::Handle handle) {
   if (!ValidHandle(handle)) return abi::kBadParam;
   delete static_cast<int*>(handle);
   return abi::kSuccess;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): the FM API names
 __attribute__((visibility("default"))) abi::Return fmGetSupportedFabricPartitions(
     abi::Handle handle, abi::PartitionList* list) {
   if (!ValidHandle(handle) || list == nullptr) return abi::kBadParam;
@@ -252,11 +257,13 @@ abi::Return SetActive(abi::Handle handle, abi::PartitionId id, bool activate) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): the FM API names
 __attribute__((visibility("default"))) abi::Return fmActivateFabricPartition(abi::Handle handle,
                                                                              abi::PartitionId id) {
   return SetActive(handle, id, true);
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): the FM API names
 __attribute__((visibility("default"))) abi::Return fmDeactivateFabricPartition(
     abi::Handle handle, abi::PartitionId id) {
   return SetActive(handle, id, false);
