@@ -1,5 +1,6 @@
 #include "lib/webhook/admission.h"
 
+#include <array>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,6 +15,7 @@
 #include "lib/api/config.h"
 #include "lib/api/gpu_kinds.h"
 #include "lib/webhook/duplicate_keys.h"
+#include "lib/webhook/review_scan.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::webhook {
@@ -228,14 +230,119 @@ absl::string_view ReviewOutcomeName(ReviewOutcome outcome) {
   return "unknown";
 }
 
+namespace {
+
+// What the review says, taken from the document or from the scan.
+struct ReviewFields {
+  std::string uid;
+  std::string operation;
+  bool has_object = false;  // request.object present and not null
+  std::string group, version, resource;
+};
+
+// The answer once the envelope has been checked: the part both ways of reading a review share.
+// `object` is request.object (or, from the scan, a document holding the members on the way to
+// the configs).
+AdmissionResult Decide(const ReviewFields& f, const json& object,
+                       const std::optional<std::string>& duplicate, const FeatureGates& gates) {
+  if (f.operation == "DELETE" || !f.has_object) return Respond(f.uid, true, "", "");
+  bool is_claim = f.resource == "resourceclaims";
+  bool is_template = f.resource == "resourceclaimtemplates";
+  if (f.group != kResourceGroup || !SupportedVersion(f.version) || !(is_claim || is_template)) {
+    // The GroupVersionResource as Go prints it: "group/version, Resource=resource".
+    return Respond(f.uid, false, "BadRequest",
+                   absl::StrCat("expected resource to be one of the supported versions for "
+                                "resourceclaims or resourceclaimtemplates, got ",
+                                f.group, "/", f.version, ", Resource=", f.resource));
+  }
+  std::string malformed;
+  std::vector<std::string> errors =
+      ValidateConfigs(object, is_template, duplicate, gates, &malformed);
+  if (!malformed.empty()) {
+    return Respond(f.uid, false, "BadRequest",
+                   absl::StrCat("could not decode the ", f.resource, " object: ", malformed));
+  }
+  if (errors.empty()) return Respond(f.uid, true, "", "");
+  return Respond(
+      f.uid, false, "Invalid",
+      absl::StrCat(errors.size(), " configs failed to validate: ", absl::StrJoin(errors, "; ")));
+}
+
+json ParseSpan(absl::string_view text) {
+  return json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
+
+// The fast way (review_scan.h): the answer from the scan and a parse of the configs alone, or
+// nullopt when the review needs the whole document (not JSON the scan vouches for, which
+// includes any duplicate key, or any answer other than a review response).
+std::optional<AdmissionResult> HandleScanned(absl::string_view body, const FeatureGates& gates) {
+  const std::optional<std::string> duplicate;  // the scan gives up on any
+  std::optional<ReviewScan> s = ScanReview(body);
+  if (!s.has_value() || s->root.front() != '{' || s->request.empty() || s->request.front() != '{' ||
+      JsonStringValue(s->api_version) != kReviewApiVersion ||
+      JsonStringValue(s->kind) != kReviewKind) {
+    return std::nullopt;
+  }
+  ReviewFields f;
+  f.uid = JsonStringValue(s->uid);
+  f.operation = JsonStringValue(s->operation);
+  f.has_object = !s->object.empty() && s->object != "null";
+  f.group = JsonStringValue(s->group);
+  f.version = JsonStringValue(s->version);
+  f.resource = JsonStringValue(s->resource_name);
+  if (!f.has_object) return Decide(f, json(), duplicate, gates);
+  // The object as far as ValidateConfigs walks it: spec, devices (spec, spec, devices for
+  // templates), then config parsed whole. A member that is not an object where an object is
+  // expected is parsed whole too, so that the error names its type as before.
+  bool is_template = f.resource == "resourceclaimtemplates";
+  const std::array<absl::string_view, 4> chain =
+      is_template ? std::array<absl::string_view, 4>{s->object, s->spec, s->template_spec,
+                                                     s->template_devices}
+                  : std::array<absl::string_view, 4>{s->object, s->spec, s->devices, {}};
+  static constexpr const char* kClaimNames[] = {"", "spec", "devices", "config"};
+  static constexpr const char* kTemplateNames[] = {"", "spec", "spec", "devices", "config"};
+  absl::string_view last = is_template ? s->template_config : s->config;
+  const char* const* names = is_template ? kTemplateNames : kClaimNames;
+  size_t levels = is_template ? 5 : 4;
+  json object = json::object();
+  json* node = &object;
+  for (size_t i = 0; i < levels; ++i) {
+    absl::string_view text = i + 1 == levels ? last : chain[i];
+    if (text.empty() || text == "null") break;  // absent: nothing configured
+    bool container = i + 1 < levels && text.front() == '{';
+    if (i == 0) {
+      if (container) continue;
+      object = ParseSpan(text);  // not an object: ValidateConfigs names its type
+      break;
+    }
+    if (container) {
+      node = &((*node)[names[i]] = json::object());
+      continue;
+    }
+    (*node)[names[i]] = ParseSpan(text);
+    break;
+  }
+  return Decide(f, object, duplicate, gates);
+}
+
+}  // namespace
+
 AdmissionResult HandleAdmissionReview(absl::string_view content_type, absl::string_view body,
                                       const FeatureGates& gates) {
   if (content_type != "application/json") {
     return PlainError(415,
                       absl::StrCat("contentType=", content_type, ", expected application/json"));
   }
-  // The plain parser is fast; duplicate keys, which it resolves silently, are found by a scan of
-  // the text. A duplicate inside a config's parameters is that config's error.
+  if (std::optional<AdmissionResult> r = HandleScanned(body, gates)) return *r;
+  return HandleAdmissionReviewWhole("application/json", body, gates);
+}
+
+AdmissionResult HandleAdmissionReviewWhole(absl::string_view content_type, absl::string_view body,
+                                           const FeatureGates& gates) {
+  if (content_type != "application/json") {
+    return PlainError(415,
+                      absl::StrCat("contentType=", content_type, ", expected application/json"));
+  }
   json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded()) {
     // Only now pay for a parse that says what is wrong.
@@ -243,6 +350,8 @@ AdmissionResult HandleAdmissionReview(absl::string_view content_type, absl::stri
     return PlainError(400, absl::StrCat("could not decode the request body as an AdmissionReview: ",
                                         parsed.ok() ? "invalid JSON" : parsed.status().message()));
   }
+  // Duplicate keys, which the parser resolves silently, are found by a scan of the text. A
+  // duplicate inside a config's parameters is that config's error.
   std::optional<std::string> duplicate = FindDuplicateKey(body);
   if (!review.is_object()) {
     return PlainError(400, absl::StrCat("request body: expected an admission.k8s.io/v1 "
@@ -262,39 +371,17 @@ AdmissionResult HandleAdmissionReview(absl::string_view content_type, absl::stri
     return PlainError(400, absl::StrCat("AdmissionReview request: expected an object, got ",
                                         request->type_name()));
   }
-  absl::string_view uid = StringMember(*request, "uid");
-  if (StringMember(*request, "operation") == "DELETE") return Respond(uid, true, "", "");
+  ReviewFields f;
+  f.uid = std::string(StringMember(*request, "uid"));
+  f.operation = std::string(StringMember(*request, "operation"));
   const json* object = Member(*request, "object");
-  if (object == nullptr) return Respond(uid, true, "", "");
-
-  const json* resource = Member(*request, "resource");
-  absl::string_view group, version, name;
-  if (resource != nullptr) {
-    group = StringMember(*resource, "group");
-    version = StringMember(*resource, "version");
-    name = StringMember(*resource, "resource");
+  f.has_object = object != nullptr;
+  if (const json* resource = Member(*request, "resource"); resource != nullptr) {
+    f.group = std::string(StringMember(*resource, "group"));
+    f.version = std::string(StringMember(*resource, "version"));
+    f.resource = std::string(StringMember(*resource, "resource"));
   }
-  bool is_claim = name == "resourceclaims";
-  bool is_template = name == "resourceclaimtemplates";
-  if (group != kResourceGroup || !SupportedVersion(version) || !(is_claim || is_template)) {
-    // The GroupVersionResource as Go prints it: "group/version, Resource=resource".
-    return Respond(uid, false, "BadRequest",
-                   absl::StrCat("expected resource to be one of the supported versions for "
-                                "resourceclaims or resourceclaimtemplates, got ",
-                                group, "/", version, ", Resource=", name));
-  }
-
-  std::string malformed;
-  std::vector<std::string> errors =
-      ValidateConfigs(*object, is_template, duplicate, gates, &malformed);
-  if (!malformed.empty()) {
-    return Respond(uid, false, "BadRequest",
-                   absl::StrCat("could not decode the ", name, " object: ", malformed));
-  }
-  if (errors.empty()) return Respond(uid, true, "", "");
-  return Respond(
-      uid, false, "Invalid",
-      absl::StrCat(errors.size(), " configs failed to validate: ", absl::StrJoin(errors, "; ")));
+  return Decide(f, object != nullptr ? *object : json(), duplicate, gates);
 }
 
 }  // namespace dra::webhook

@@ -58,7 +58,15 @@ struct AdmissionResult {
   std::string message;
 };
 
+// Reads the review with one validating scan of its text (review_scan.h) and parses only the
+// `config` array; reviews the scan does not vouch for (invalid JSON, \u escapes, duplicate keys,
+// exponents, ...) and every 400 are answered by HandleAdmissionReviewWhole.
 AdmissionResult HandleAdmissionReview(absl::string_view content_type, absl::string_view body,
                                       const FeatureGates& gates);
+
+// The same answer from nlohmann's document of the whole review: the reference that
+// HandleAdmissionReview must match byte for byte (checked by the tests and the fuzzer).
+AdmissionResult HandleAdmissionReviewWhole(absl::string_view content_type, absl::string_view body,
+                                           const FeatureGates& gates);
 
 }  // namespace dra::webhook

@@ -5,7 +5,9 @@
 //   Invalid or BadRequest;
 // - the review result does not depend on the Content-Type beyond the 415;
 // - gates only widen what is accepted: allowed with no gates implies allowed with the sharing
-//   gates on.
+//   gates on;
+// - the answer from the scan of the text (HandleAdmissionReview) is byte for byte the answer from
+//   the whole document (HandleAdmissionReviewWhole).
 
 #include <cstdio>
 #include <cstdlib>
@@ -72,6 +74,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dra::webhook::AdmissionResult plain =
       dra::webhook::HandleAdmissionReview("application/json", body, no_gates);
   bool allowed = CheckResult(plain);
+  dra::webhook::AdmissionResult whole =
+      dra::webhook::HandleAdmissionReviewWhole("application/json", body, no_gates);
+  Require(plain.http_code == whole.http_code && plain.body == whole.body &&
+              plain.content_type == whole.content_type && plain.outcome == whole.outcome &&
+              plain.message == whole.message,
+          "the scan answers as the whole document does");
   dra::webhook::AdmissionResult gated =
       dra::webhook::HandleAdmissionReview("application/json", body, sharing_gates);
   bool allowed_gated = CheckResult(gated);

@@ -112,6 +112,10 @@ bool HttpsConnection::Handshake(Clock::time_point now, std::string* scratch) {
     // Released buffers: an idle connection does not keep 34 KiB of record buffers.
     SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                            SSL_MODE_RELEASE_BUFFERS);
+    // One read(2) per request, not two per TLS record (its 5-byte header, then the rest): OpenSSL
+    // reads what the socket holds into its buffer. Records left in that buffer are not seen by
+    // epoll, so whoever stops reading before SSL_read says WANT_READ checks SSL_has_pending.
+    SSL_set_read_ahead(ssl_, 1);
     SSL_set_fd(ssl_, fd_);
     SSL_set_accept_state(ssl_);
   }
@@ -219,6 +223,14 @@ bool HttpsConnection::Write(Clock::time_point now) {
     if (buf_.capacity() > kKeptBufferBytes) buf_ = std::string();
     state_ = State::kIdle;
     deadline_ = now + ToChrono(env_.options->idle_timeout);
+    // The client waits for this response before it sends the next request (the API server does
+    // not pipeline): wait for the socket instead of a read(2) that would find nothing, unless
+    // OpenSSL already holds bytes of a next request.
+    if (env_.stopping->load(std::memory_order_relaxed)) {
+      OnStop();
+      return false;
+    }
+    return SSL_has_pending(ssl_) == 1;
   } else {
     state_ = State::kRequest;  // pipelined: the next request has begun
     deadline_ = now + ToChrono(env_.options->request_timeout);

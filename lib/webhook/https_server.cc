@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -60,6 +61,8 @@ class EventLoop {
 
   void Start() {
     thread_ = std::thread([this] { Run(); });
+    // Named for top -H, perf and bench/webhook (which sums these threads' CPU time).
+    pthread_setname_np(thread_.native_handle(), kLoopThreadName);
   }
   void Wake() {
     uint64_t one = 1;

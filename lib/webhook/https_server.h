@@ -33,7 +33,7 @@
 // Start() sets SIGPIPE to be ignored process-wide: OpenSSL writes to sockets with write(2).
 //
 // Thread-safety: the handler runs on the loop threads, concurrently, and must be thread-safe; it
-// should return quickly (the review handler takes tens of microseconds): while it runs, the other
+// should return quickly (the review handler takes about 10 µs): while it runs, the other
 // connections of its loop wait. Start/Stop/port from any thread.
 
 #include <atomic>
@@ -64,6 +64,8 @@ inline constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
 inline constexpr absl::Duration kIdleTimeout = absl::Seconds(120);
 // Open connections at most. The API servers use a handful; the rest is room for slow clients.
 inline constexpr int kMaxConnections = 2048;
+// The name of the epoll loop threads (/proc/<pid>/task/<tid>/comm; at most 15 bytes).
+inline constexpr char kLoopThreadName[] = "https-loop";
 
 struct HttpRequest {
   absl::string_view method;

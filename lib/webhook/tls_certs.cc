@@ -14,7 +14,8 @@
 namespace dra::webhook {
 namespace {
 
-// ALPN: the API server's Go client offers h2 and http/1.1; we speak only the latter.
+// ALPN: we speak http/1.1 only. The kube-apiserver's admission webhook client offers nothing else
+// (docs/webhook.md "HTTP/2"); other Go clients offer h2 first and fall back to http/1.1.
 int SelectAlpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
                const unsigned char* in, unsigned int inlen, void* /*arg*/) {
   static constexpr unsigned char kHttp11[] = "http/1.1";
