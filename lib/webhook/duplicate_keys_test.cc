@@ -52,5 +52,22 @@ TEST(FindDuplicateKeyTest, MalformedTextDoesNotCrash) {
   }
 }
 
+// Objects with many members (the hash set beyond 32 keys) find the same duplicates, escaped
+// spellings included, and report the same paths.
+TEST(FindDuplicateKeyTest, WideObjects) {
+  auto wide = [](int n, const std::string& last_key) {
+    std::string s = R"({"outer": {"nested": {"x": 1, "y": 2}, )";
+    for (int i = 0; i < n; ++i) s += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ", ";
+    return s + "\"" + last_key + "\": 0}}";
+  };
+  EXPECT_EQ(FindDuplicateKey(wide(5000, "last")), std::nullopt);
+  EXPECT_EQ(FindDuplicateKey(wide(5000, "k17")), "outer.k17");
+  EXPECT_EQ(FindDuplicateKey(wide(5000, "k4999")), "outer.k4999");
+  EXPECT_EQ(FindDuplicateKey(wide(40, "nested")), "outer.nested");
+  EXPECT_EQ(FindDuplicateKey(wide(40, R"(k\u0033)")), "outer.k3");  // "k3", escaped
+  EXPECT_EQ(FindDuplicateKey(wide(31, "k0")), "outer.k0");          // at the switch to the set
+  EXPECT_EQ(FindDuplicateKey(wide(32, "k0")), "outer.k0");
+}
+
 }  // namespace
 }  // namespace dra::webhook
