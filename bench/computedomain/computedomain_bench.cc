@@ -11,7 +11,8 @@
 // asserted.
 //
 // Usage: computedomain_bench [--nodes 4,18,72,256] [--qps Q --burst B] [--probe-period 1s]
-//          [--timeout 180s] [--requests] (needs hack/cluster/up.sh first; runs one N at a time)
+//          [--probe-nice 19] [--timeout 180s] [--requests] (needs hack/cluster/up.sh first; runs
+//          one N at a time)
 // DRA_KEEP_BENCH_DIRS=1 keeps the per-node logs (a failed run always keeps them).
 
 #include <unistd.h>
@@ -41,10 +42,11 @@ constexpr double kControllerRssBudgetMiB = 64;
 constexpr double kDaemonRssBudgetMiB = 16;
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "computedomain_bench: %s\nusage: computedomain_bench [--nodes N[,N...]] [--qps Q] "
-               "[--burst B] [--probe-period DURATION] [--timeout DURATION] [--requests]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "computedomain_bench: %s\nusage: computedomain_bench [--nodes N[,N...]] [--qps Q] "
+      "[--burst B] [--probe-period DURATION] [--probe-nice N] [--timeout DURATION] [--requests]\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -164,6 +166,10 @@ int main(int argc, char** argv) {
       if (!absl::SimpleAtod(value(), &base.controller_qps)) Usage("--qps: a number");
     } else if (a == "--burst") {
       if (!absl::SimpleAtoi(value(), &base.controller_burst)) Usage("--burst: an integer");
+    } else if (a == "--probe-nice") {
+      if (!absl::SimpleAtoi(value(), &base.probe_nice) || base.probe_nice < -20 ||
+          base.probe_nice > 19)
+        Usage("--probe-nice: an integer from -20 to 19");
     } else if (a == "--probe-period") {
       if (!absl::ParseDuration(value(), &base.probe_period)) Usage("--probe-period: e.g. 1s");
     } else if (a == "--timeout") {
@@ -193,9 +199,10 @@ int main(int argc, char** argv) {
 
   std::printf(
       "computedomain_bench: controller --kube-api-qps=%g --kube-api-burst=%d (chart default 5/10); "
-      "probe every %s until it passes; cliques of %d; %ld cores\n",
+      "probe every %s until it passes (the daemon template's startup probe), at nice %d; "
+      "cliques of %d; %ld cores\n",
       base.controller_qps, base.controller_burst, absl::FormatDuration(base.probe_period).c_str(),
-      base.clique_size, ::sysconf(_SC_NPROCESSORS_ONLN));
+      base.probe_nice, base.clique_size, ::sysconf(_SC_NPROCESSORS_ONLN));
   std::fflush(stdout);
   std::vector<SimResult> results;
   for (int n : sizes) {

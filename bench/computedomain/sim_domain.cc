@@ -289,6 +289,8 @@ absl::Status SimDomain::StartNode(Node& n) {
 }
 
 void SimDomain::ProbeLoop(int worker) {
+  // Linux nice values are per thread and inherited by the children this thread spawns.
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), o_.probe_nice);
   while (!done_ && !o_.stopped()) {
     bool ran = false;
     for (size_t i = worker; i < nodes_.size(); i += o_.probe_workers) {

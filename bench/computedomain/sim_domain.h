@@ -38,6 +38,11 @@ struct SimOptions {
   double controller_qps = 1000;
   int controller_burst = 1000;
   absl::Duration probe_period = absl::Seconds(1);  // the startup probe's period
+  // Nice value of the probe processes. On a cluster each node's kubelet runs its own probe on the
+  // node's CPUs; here all N share the control plane's cores, so by default they run at the lowest
+  // priority, behind the daemons (with autogroup scheduling a nice value ranks tasks only within
+  // the bench's own session; docs/compute-domains.md "At scale").
+  int probe_nice = 19;
   int probe_workers = 8;
   int start_workers = 8;  // threads creating pods and starting daemons
   absl::Duration timeout = absl::Seconds(180);

@@ -217,8 +217,8 @@ nlohmann::json RemoveOwnEntriesPatch(const k8s::ComputeDomainClique& clique,
   return ops;
 }
 
-nlohmann::json CliqueApplyConfig(absl::string_view namespace_name, absl::string_view cd_uid,
-                                 const DaemonIdentity& me, const OwnEntryWish& wish) {
+nlohmann::json NewCliqueWithOwnEntry(absl::string_view namespace_name, absl::string_view cd_uid,
+                                     const DaemonIdentity& me, const OwnEntryWish& wish) {
   k8s::ComputeDomainClique c = NewClique(namespace_name, cd_uid, me);
   int64_t index =
       wish.preferred_index >= 0 && wish.preferred_index < me.max_nodes ? wish.preferred_index : 0;
@@ -232,10 +232,6 @@ nlohmann::json CliqueApplyConfig(absl::string_view namespace_name, absl::string_
     }
   }
   return out;
-}
-
-std::string CliqueFieldManager(const DaemonIdentity& me) {
-  return absl::StrCat("compute-domain-daemon/", me.node_name);
 }
 
 }  // namespace dra::cddaemon

@@ -81,12 +81,11 @@ absl::StatusOr<nlohmann::json> OwnEntryPatch(const k8s::ComputeDomainClique& cli
 nlohmann::json RemoveOwnEntriesPatch(const k8s::ComputeDomainClique& clique,
                                      absl::string_view pod_ip);
 
-// The server-side apply configuration that creates the clique (or, when it exists meanwhile, adds
-// to it) with both labels, the owner reference to the pod and only this daemon's entry; applied
-// under a field manager of this node's own (CliqueFieldManager), so that it never removes what
-// other daemons applied.
-nlohmann::json CliqueApplyConfig(absl::string_view namespace_name, absl::string_view cd_uid,
-                                 const DaemonIdentity& me, const OwnEntryWish& wish);
-std::string CliqueFieldManager(const DaemonIdentity& me);
+// The clique to create when it is missing: both labels, the owner reference to the pod and only
+// this daemon's entry (the preferred index when in range, else 0), without the fields the server
+// sets. Sent as a plain create; a daemon that loses the race to create it (AlreadyExists) reads
+// the clique and appends its entry by OwnEntryPatch.
+nlohmann::json NewCliqueWithOwnEntry(absl::string_view namespace_name, absl::string_view cd_uid,
+                                     const DaemonIdentity& me, const OwnEntryWish& wish);
 
 }  // namespace dra::cddaemon

@@ -240,9 +240,9 @@ TEST(RemoveOwnEntriesPatchTest, EachRemovalIsGuardedByItsIpHighestPositionFirst)
   EXPECT_TRUE(RemoveOwnEntriesPatch(c, "10.9.9.9").empty());
 }
 
-TEST(CliqueApplyConfigTest, OnlyOwnEntryLabelsAndOwnerReference) {
-  nlohmann::json cfg = CliqueApplyConfig("drv", "cd-uid", Me("n", "10.0.0.9"),
-                                         {.status = "NotReady", .preferred_index = 3});
+TEST(NewCliqueWithOwnEntryTest, OnlyOwnEntryLabelsAndOwnerReference) {
+  nlohmann::json cfg = NewCliqueWithOwnEntry("drv", "cd-uid", Me("n", "10.0.0.9"),
+                                             {.status = "NotReady", .preferred_index = 3});
   EXPECT_EQ(cfg["kind"], "ComputeDomainClique");
   EXPECT_EQ(cfg["metadata"]["name"], "cd-uid.cluster.1");
   EXPECT_EQ(cfg["metadata"]["labels"]["resource.nvidia.com/computeDomain"], "cd-uid");
@@ -250,7 +250,6 @@ TEST(CliqueApplyConfigTest, OnlyOwnEntryLabelsAndOwnerReference) {
   EXPECT_FALSE(cfg["metadata"].contains("resourceVersion"));
   ASSERT_EQ(cfg["daemons"].size(), 1u);
   EXPECT_EQ(cfg["daemons"][0]["index"], 3);
-  EXPECT_EQ(CliqueFieldManager(Me("n", "x")), "compute-domain-daemon/n");
 }
 
 }  // namespace

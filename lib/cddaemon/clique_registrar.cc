@@ -62,6 +62,24 @@ absl::StatusOr<ComputeDomainClique> CliqueRegistrar::ReadLatest() {
   return ComputeDomainClique::FromJson(j);
 }
 
+absl::StatusOr<std::optional<ComputeDomainClique>> CliqueRegistrar::View(bool reread) {
+  // The informer's copy is good enough: the patches carry no resourceVersion, and their "test"
+  // operations refuse what a stale copy would get wrong. After a failure, or before the informer
+  // synced (when "not cached" does not mean "missing"), read the latest.
+  if (!reread && informer_.HasSynced()) {
+    auto cached = informer_.Get(absl::StrCat(options_.namespace_name, "/", name_));
+    if (!cached) return std::nullopt;
+    // Our own last write may not have reached the informer yet: a view without it would append
+    // the entry a second time (refused by the API server as a duplicate key, a lost write).
+    if (last_answer_ && NewerVersion(last_answer_->metadata, cached->metadata)) return last_answer_;
+    return std::optional<ComputeDomainClique>(*cached);
+  }
+  absl::StatusOr<ComputeDomainClique> latest = ReadLatest();
+  if (latest.ok()) return std::optional<ComputeDomainClique>(std::move(*latest));
+  if (absl::IsNotFound(latest.status())) return std::nullopt;
+  return latest.status();
+}
+
 absl::Status CliqueRegistrar::SyncOnce(bool reread) {
   OwnEntryWish wish{.preferred_index = settled_index_};
   {
@@ -71,38 +89,23 @@ absl::Status CliqueRegistrar::SyncOnce(bool reread) {
           std::string(*ready_ ? k8s::kComputeDomainStatusReady : k8s::kComputeDomainStatusNotReady);
     }
   }
-  // The informer's copy is good enough: the patches below carry no resourceVersion, and their
-  // "test" operations refuse what a stale copy would get wrong. After a failure, or before the
-  // informer synced (when "not cached" does not mean "missing"), read the latest.
-  std::optional<ComputeDomainClique> clique;
-  if (!reread && informer_.HasSynced()) {
-    if (auto cached = informer_.Get(absl::StrCat(options_.namespace_name, "/", name_))) {
-      clique = *cached;
-      // Our own last write may not have reached the informer yet: a view without it would append
-      // the entry a second time (refused by the API server as a duplicate key, a lost write).
-      if (last_answer_ && NewerVersion(last_answer_->metadata, cached->metadata)) {
-        clique = *last_answer_;
-      }
-    }
-  } else {
-    absl::StatusOr<ComputeDomainClique> latest = ReadLatest();
-    if (latest.ok()) {
-      clique = std::move(*latest);
-    } else if (!absl::IsNotFound(latest.status())) {
-      return latest.status();
-    }
-  }
+  ASSIGN_OR_RETURN(std::optional<ComputeDomainClique> clique, View(reread));
   if (!clique) {
-    // Create it, or add to it when another daemon created it meanwhile: an apply under this node's
-    // own field manager never answers AlreadyExists and never removes others' entries.
-    ASSIGN_OR_RETURN(
-        nlohmann::json out,
-        client_->Apply(ComputeDomainClique::kResource, options_.namespace_name,
-                       CliqueApplyConfig(options_.namespace_name, options_.compute_domain_uid,
-                                         options_.me, wish),
-                       /*force=*/false, "", CliqueFieldManager(options_.me)));
-    ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(out));
-    DRA_INFO("applied own entry to ComputeDomainClique", "clique", name_);
+    // Create it holding only this daemon's entry: a plain create is one write without merging of
+    // managed fields. When another daemon created it meanwhile (AlreadyExists), read it and append
+    // below; the entries others created it with stay.
+    absl::StatusOr<nlohmann::json> made =
+        client_->Create(ComputeDomainClique::kResource, options_.namespace_name,
+                        NewCliqueWithOwnEntry(options_.namespace_name, options_.compute_domain_uid,
+                                              options_.me, wish));
+    if (made.ok()) {
+      ASSIGN_OR_RETURN(clique, ComputeDomainClique::FromJson(*made));
+      DRA_INFO("created ComputeDomainClique with own entry", "clique", name_);
+    } else if (absl::IsAlreadyExists(made.status())) {
+      ASSIGN_OR_RETURN(clique, ReadLatest());
+    } else {
+      return made.status();
+    }
   }
   auto label = clique->metadata.labels.find(std::string(k8s::kComputeDomainLabel));
   if (label == clique->metadata.labels.end() || label->second != options_.compute_domain_uid) {

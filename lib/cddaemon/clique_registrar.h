@@ -6,10 +6,10 @@
 // shutdown.
 //
 // Writes carry no resourceVersion, so concurrent daemons do not lose to each other: a missing
-// clique is created by a server-side apply under this node's own field manager, the own entry is
-// appended or replaced by JSON patches guarded by "test" operations on its position
-// (clique_entry.h), and an index that two daemons appended at once is resolved in list order
-// (k8s::ResolvedIndices). Only settled entries reach the callback. A failed write (a failed
+// clique is created with only the own entry (a daemon that loses that race reads the clique and
+// appends), the own entry is appended or replaced by JSON patches guarded by "test" operations on
+// its position (clique_entry.h), and an index that two daemons appended at once is resolved in list
+// order (k8s::ResolvedIndices). Only settled entries reach the callback. A failed write (a failed
 // "test", transport, index exhaustion, a clique of another domain) re-reads the latest object
 // after the jittered backoff of SyncLoop.
 //
@@ -65,6 +65,9 @@ class CliqueRegistrar final : public Registrar {
   // One pass: read, create or edit, write, callback.
   absl::Status SyncOnce(bool reread) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<k8s::ComputeDomainClique> ReadLatest();
+  // The clique as this daemon knows it: the informer's copy (or the answer of the own last write
+  // when newer), or a GET when `reread` or before the informer synced. nullopt: it does not exist.
+  absl::StatusOr<std::optional<k8s::ComputeDomainClique>> View(bool reread);
   absl::Status RemoveOwnEntry(absl::Duration budget);
 
   k8s::Client* const client_;

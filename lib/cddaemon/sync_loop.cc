@@ -47,8 +47,11 @@ void SyncLoop::Run() {
       ++syncs_;
       continue;
     }
-    // An AlreadyExists on create means a peer created the object first: a conflict too.
-    conflict_ = k8s::IsConflict(s) || absl::IsAlreadyExists(s);
+    // An AlreadyExists on create means a peer created the object first: a conflict too. A
+    // timeout or a 429 means the API server is behind: an early retry would add to its queue
+    // (after a timeout it may still be applying the first try), so those wait the whole delay too.
+    conflict_ = k8s::IsConflict(s) || absl::IsAlreadyExists(s) || absl::IsDeadlineExceeded(s) ||
+                k8s::Reason(s) == "TooManyRequests";
     reread = true;
     absl::Duration delay = backoff.Next();
     if (conflict_) {

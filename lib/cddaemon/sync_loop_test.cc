@@ -58,14 +58,16 @@ TEST(SyncLoopTest, WakesCoalesce) {
 }
 
 TEST(SyncLoopTest, ConflictWaitsTheBackoffButOtherErrorsWakeEarly) {
-  for (bool conflict : {true, false}) {
+  // A conflict, a timeout and a 429 wait the whole delay; no free index does not.
+  const absl::Status too_many = k8s::StatusFromHttp(
+      429, R"({"kind":"Status","reason":"TooManyRequests","message":"slow down"})", "", "patch x");
+  for (const absl::Status& failure :
+       {Conflict(), absl::DeadlineExceededError("timed out after 30s waiting for the response"),
+        too_many, absl::ResourceExhaustedError("no available indices")}) {
+    const bool conflict = !absl::IsResourceExhausted(failure) || failure == too_many;
     std::atomic<int> calls{0};
-    SyncLoop loop(
-        "x", {.initial = absl::Milliseconds(800), .max = absl::Seconds(2), .jitter = 0}, [&](bool) {
-          return ++calls == 1 ? (conflict ? Conflict()
-                                          : absl::ResourceExhaustedError("no available indices"))
-                              : absl::OkStatus();
-        });
+    SyncLoop loop("x", {.initial = absl::Milliseconds(800), .max = absl::Seconds(2), .jitter = 0},
+                  [&](bool) { return ++calls == 1 ? failure : absl::OkStatus(); });
     absl::Time start = absl::Now();
     loop.Start();
     ASSERT_TRUE(WaitFor([&] { return calls == 1; }));
@@ -74,9 +76,9 @@ TEST(SyncLoopTest, ConflictWaitsTheBackoffButOtherErrorsWakeEarly) {
     ASSERT_TRUE(WaitFor([&] { return loop.syncs() == 1; }));
     absl::Duration took = absl::Now() - start;
     if (conflict) {
-      EXPECT_GE(took, absl::Milliseconds(700)) << "a conflict waits its backoff";
+      EXPECT_GE(took, absl::Milliseconds(700)) << failure << " waits its backoff";
     } else {
-      EXPECT_LT(took, absl::Milliseconds(600)) << "an event ends the wait after other errors";
+      EXPECT_LT(took, absl::Milliseconds(600)) << "an event ends the wait after " << failure;
     }
     loop.Stop();
   }
