@@ -29,7 +29,7 @@ DeviceStatusQueue::DeviceStatusQueue(const DeviceStatusWriter* target,
                                      DeviceStatusQueueOptions options,
                                      metrics::Family<metrics::Gauge>* depth,
                                      metrics::Family<metrics::Counter>* writes)
-    : target_(target), options_(std::move(options)), depth_(depth), writes_(writes) {}
+    : target_(target), options_(options), depth_(depth), writes_(writes) {}
 
 DeviceStatusQueue::~DeviceStatusQueue() { Shutdown(absl::ZeroDuration()); }
 
