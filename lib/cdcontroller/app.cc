@@ -17,6 +17,7 @@
 #include "lib/k8s/leader_election.h"
 #include "lib/k8s/rest_config.h"
 #include "lib/metrics/http_server.h"
+#include "lib/metrics/metrics_endpoint.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -29,29 +30,6 @@ std::string GatesText(const FeatureGates& gates) {
     parts.push_back(absl::StrCat(name, "=", value ? "true" : "false"));
   }
   return absl::StrJoin(parts, ",");
-}
-
-absl::StatusOr<std::unique_ptr<metrics::HttpServer>> ServeMetrics(const ProcessOptions& o,
-                                                                  metrics::Registry* registry) {
-  std::map<std::string, metrics::HttpHandler> handlers;
-  handlers["/healthz"] = [] { return metrics::HttpResponse{.body = "ok"}; };
-  if (!o.metrics_path.empty()) {
-    std::string path =
-        o.metrics_path[0] == '/' ? o.metrics_path : absl::StrCat("/", o.metrics_path);
-    handlers[path] = [registry] {
-      return metrics::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8",
-                                   .body = registry->Render()};
-    };
-  }
-  metrics::HttpServerOptions options;
-  options.address = o.http_endpoint;
-  options.registry = registry;
-  absl::StatusOr<std::unique_ptr<metrics::HttpServer>> server =
-      metrics::HttpServer::Start(std::move(options), std::move(handlers));
-  if (!server.ok()) return Annotate(server.status(), "--http-endpoint");
-  DRA_INFO("serving metrics", "endpoint", o.http_endpoint, "port", (*server)->port(), "path",
-           o.metrics_path);
-  return server;
 }
 
 }  // namespace
@@ -75,10 +53,8 @@ absl::Status RunController(ProcessOptions o, const FeatureGates& gates, SignalHa
   ASSIGN_OR_RETURN(std::unique_ptr<k8s::Client> client, k8s::Client::Create(rest, client_options));
 
   metrics::Registry registry;
-  std::unique_ptr<metrics::HttpServer> http;
-  if (!o.http_endpoint.empty()) {
-    ASSIGN_OR_RETURN(http, ServeMetrics(o, &registry));
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<metrics::HttpServer> http,
+                   metrics::StartMetricsEndpoint(o.http_endpoint, o.metrics_path, &registry));
 
   ASSIGN_OR_RETURN(std::unique_ptr<Controller> controller,
                    Controller::Create(client.get(), c, &registry));

@@ -53,6 +53,7 @@
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
 #include "lib/metrics/http_server.h"
+#include "lib/metrics/metrics_endpoint.h"
 #include "lib/nvml/nvml.h"
 
 namespace dra::gpu {
@@ -610,22 +611,8 @@ void PluginApp::StartHealthMonitor() {
 
 absl::Status PluginApp::ServeHttpAndHealthPort() {
   Parts& p = *parts_;
-  if (!config_.http_endpoint.empty()) {
-    std::map<std::string, metrics::HttpHandler> handlers;
-    if (!config_.metrics_path.empty()) {
-      handlers[config_.metrics_path] = [&p] {
-        return metrics::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                                     p.registry.Render()};
-      };
-    }
-    handlers["/healthz"] = [] { return metrics::HttpResponse{200, "text/plain", "ok"}; };
-    // The server's own connection metrics (open, rejected at the cap, closed on a deadline) are
-    // served with the rest.
-    ASSIGN_OR_RETURN(p.http,
-                     metrics::HttpServer::Start(
-                         {.address = config_.http_endpoint, .registry = &p.registry}, handlers));
-    DRA_INFO("serving metrics", "endpoint", config_.http_endpoint, "path", config_.metrics_path);
-  }
+  ASSIGN_OR_RETURN(p.http, metrics::StartMetricsEndpoint(config_.http_endpoint,
+                                                         config_.metrics_path, &p.registry));
   if (config_.healthcheck_port >= 0) {
     ASSIGN_OR_RETURN(p.health,
                      HealthServer::Start(config_.healthcheck_port, p.server->dra_socket_path()));

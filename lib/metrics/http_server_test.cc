@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/metrics/metrics_endpoint.h"
 
 namespace dra::metrics {
 namespace {
@@ -72,6 +73,38 @@ TEST(HttpServerTest, ServesHandlersAnd404) {
   EXPECT_EQ(Fetch(base + "/nope").code, 404);
   (*server)->Stop();
   EXPECT_EQ(Fetch(base + "/metrics").code, 0);  // connection refused after Stop
+}
+
+TEST(MetricsEndpointTest, ServesHealthzAndTheRegistryAtThePathGiven) {
+  Registry registry;
+  registry.AddCounter("test_things_total", "Things.", {})->WithLabels({})->Inc(3);
+  auto server = StartMetricsEndpoint("127.0.0.1:0", "custom", &registry);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_NE(*server, nullptr);
+  const std::string base = "http://127.0.0.1:" + std::to_string((*server)->port());
+  Got healthz = Fetch(base + "/healthz");
+  EXPECT_EQ(healthz.code, 200);
+  EXPECT_EQ(healthz.body, "ok");
+  Got metrics = Fetch(base + "/custom");
+  EXPECT_EQ(metrics.code, 200);
+  EXPECT_THAT(metrics.body, ::testing::HasSubstr("test_things_total 3"));
+  // The server's connection metrics are in the same registry.
+  EXPECT_THAT(metrics.body, ::testing::HasSubstr("nvidia_dra_http_endpoint_"));
+  EXPECT_EQ(Fetch(base + "/metrics").code, 404);
+}
+
+TEST(MetricsEndpointTest, EmptyPathServesOnlyHealthzAndEmptyEndpointNothing) {
+  Registry registry;
+  auto server = StartMetricsEndpoint("127.0.0.1:0", "", &registry);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string base = "http://127.0.0.1:" + std::to_string((*server)->port());
+  EXPECT_EQ(Fetch(base + "/healthz").code, 200);
+  EXPECT_EQ(Fetch(base + "/metrics").code, 404);
+  auto none = StartMetricsEndpoint("", "/metrics", &registry);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, nullptr);
+  auto bad = StartMetricsEndpoint("8080", "/metrics", &registry);
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("--http-endpoint"));
 }
 
 TEST(HttpServerTest, BadAddressesAreClearErrors) {

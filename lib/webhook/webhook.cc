@@ -9,6 +9,7 @@
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/metrics/http_server.h"
+#include "lib/metrics/metrics_endpoint.h"
 
 namespace dra::webhook {
 
@@ -101,28 +102,9 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
 
   metrics::Registry registry;
   WebhookMetrics metrics(&registry);
-  std::unique_ptr<metrics::HttpServer> metrics_server;
-  if (!config.http_endpoint.empty()) {
-    std::map<std::string, metrics::HttpHandler> handlers;
-    handlers["/healthz"] = [] { return metrics::HttpResponse{.body = "ok"}; };
-    if (!config.metrics_path.empty()) {
-      std::string path = config.metrics_path[0] == '/' ? config.metrics_path
-                                                       : absl::StrCat("/", config.metrics_path);
-      handlers[path] = [&registry] {
-        return metrics::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8",
-                                     .body = registry.Render()};
-      };
-    }
-    metrics::HttpServerOptions http_options;
-    http_options.address = config.http_endpoint;
-    http_options.registry = &registry;  // nvidia_dra_http_endpoint_connections_*
-    absl::StatusOr<std::unique_ptr<metrics::HttpServer>> ms =
-        metrics::HttpServer::Start(std::move(http_options), std::move(handlers));
-    if (!ms.ok()) return Annotate(ms.status(), "--http-endpoint");
-    metrics_server = *std::move(ms);
-    DRA_INFO("serving metrics", "endpoint", config.http_endpoint, "port", metrics_server->port(),
-             "path", config.metrics_path);
-  }
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<metrics::HttpServer> metrics_server,
+      metrics::StartMetricsEndpoint(config.http_endpoint, config.metrics_path, &registry));
 
   HttpsServerOptions options;
   options.address = absl::StrCat(config.bind_address.find(':') != std::string::npos
