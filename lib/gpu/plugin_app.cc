@@ -40,6 +40,7 @@
 #include "lib/gpu/mps_sharing.h"
 #include "lib/gpu/nvidia_smi.h"
 #include "lib/gpu/partitionable_slices.h"
+#include "lib/gpu/plugin_app_parts.h"
 #include "lib/gpu/rebuild.h"
 #include "lib/gpu/slices.h"
 #include "lib/gpu/time_slicing.h"
@@ -58,8 +59,6 @@
 
 namespace dra::gpu {
 namespace {
-
-constexpr char kComponent[] = "gpu-kubelet-plugin";
 
 // NVML discovery; a missing library or driver leaves the node without devices (degraded).
 // The loaded library is kept in `nvml` for the device health monitor.
@@ -123,88 +122,6 @@ void RequeueDeviceStatus(const checkpoint::ClaimMap& claims, const DeviceStatusQ
 }
 
 }  // namespace
-
-struct PluginApp::Parts {
-  std::string plugin_dir;
-  api::ConsumableShares shares;
-  std::unique_ptr<k8s::Client> client;
-  // Claim reads inside kubelet calls: one retry, a 10 s request timeout.
-  std::unique_ptr<k8s::Client> claim_client;
-  // Claim status writes (best effort): no retry, a short timeout, this driver's and node's field
-  // manager.
-  std::unique_ptr<k8s::Client> status_client;
-  std::unique_ptr<DeviceStatusWriter> device_status_api;
-  // What prepare and unprepare write through: the ordered background writer in front of
-  // device_status_api (device_status_queue.h), so that no API round trip is on the kubelet's call.
-  std::unique_ptr<DeviceStatusQueue> device_status;
-  // Device metadata files (gate DeviceMetadata); also without the gate, so that unprepare removes
-  // those a record names.
-  std::unique_ptr<DeviceMetadataFiles> metadata;
-  k8s::EventTarget node_ref;
-  metrics::Registry registry;
-  std::unique_ptr<DriverMetrics> driver_metrics;
-  metrics::Family<metrics::Gauge>* degraded = nullptr;
-  metrics::Family<metrics::Counter>* corruptions = nullptr;
-  metrics::Family<metrics::Counter>* health_recoveries = nullptr;
-  std::unique_ptr<driverroot::DriverRoot> root;
-  Inventory inventory;
-  // DynamicMIG with a counter set to publish: partitionable slices in this layout (by the API
-  // server's version, read once at startup); unset: BuildDriverResources.
-  std::optional<SliceLayout> partitionable_layout;
-  std::unique_ptr<nvml::Nvml> nvml_library;    // kept for the device health monitor
-  std::unique_ptr<nvml::Session> mig_session;  // DynamicMIG
-  std::unique_ptr<MigManager> mig;
-  // PassthroughSupport (vfio_setup.h), and the devices claims hold: their gpu/vfio siblings are
-  // left out of the slice (vfio_claim.h).
-  std::unique_ptr<VfioRuntime> vfio;
-  // FabricManagerPartitioning on a node with an NVLink fabric (fabric_step.h); null otherwise.
-  std::unique_ptr<fm::NvfmLibrary> fabric_manager;
-  std::unique_ptr<FabricPartitioning> fabric;
-  mutable absl::Mutex held_mu;
-  std::set<std::string> held ABSL_GUARDED_BY(held_mu);
-  // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
-  std::atomic<bool> serving{false};
-  std::atomic<bool> cleanup_now{false};
-  std::atomic<bool> stopping{false};  // ends the cleanup thread's wait
-  std::unique_ptr<checkpoint::Checkpoint> checkpoint;
-  std::unique_ptr<ClaimCdi> cdi;
-  std::unique_ptr<NvidiaSmi> nvidia_smi;
-  std::unique_ptr<TimeSlicing> time_slicing;
-  std::unique_ptr<MpsDaemons> mps;
-  std::unique_ptr<DeviceState> state;
-  std::unique_ptr<GpuDriver> driver;
-  std::unique_ptr<ClaimApi> claim_api;
-  std::unique_ptr<kubeletplugin::SlicePublisher> publisher;
-  std::unique_ptr<DeviceHealthTracker> health_tracker;
-  // --claim-informer: prepare's claim reads from memory; outlives the server that asks it.
-  std::unique_ptr<kubeletplugin::ClaimCache> claim_cache;
-  std::unique_ptr<kubeletplugin::PluginServer> server;
-  std::unique_ptr<DeviceHealthMonitor> health_monitor;
-  std::unique_ptr<metrics::HttpServer> http;
-  std::unique_ptr<HealthServer> health;
-  std::unique_ptr<Cleanup> cleanup;
-  std::thread cleaner;
-
-  // The slices to publish: the inventory's devices, with the taints their health implies.
-  kubeletplugin::DriverResources DesiredResources(const std::string& node_name) const {
-    Inventory published_vfio;
-    if (vfio) {
-      absl::MutexLock lock(&held_mu);
-      published_vfio = WithoutHeldSiblings(inventory, held);
-    }
-    const Inventory& published = vfio ? published_vfio : inventory;
-    kubeletplugin::DriverResources resources =
-        partitionable_layout
-            ? BuildPartitionableResources(published, node_name, shares, *partitionable_layout)
-            : BuildDriverResources(published, node_name, shares);
-    if (health_tracker) {
-      for (auto& [pool_name, pool] : resources.pools) {
-        for (auto& slice : pool.slices) health_tracker->ApplyTaints(slice.devices);
-      }
-    }
-    return resources;
-  }
-};
 
 PluginApp::PluginApp(const PluginConfig& config, SignalHandler* signals)
     : config_(config), signals_(signals), parts_(std::make_unique<Parts>()) {}
@@ -345,7 +262,8 @@ absl::Status PluginApp::DiscoverDevices() {
                 discovered.status());
     p.degraded->WithLabels({"nvml"})->Set(1);
     (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "NVMLUnavailable",
-                         std::string(discovered.status().message()), kComponent, config_.node_name);
+                         std::string(discovered.status().message()), kPluginComponent,
+                         config_.node_name);
     return absl::OkStatus();
   }
   p.inventory = std::move(*discovered);
@@ -369,7 +287,7 @@ absl::Status PluginApp::DiscoverDevices() {
   if (!p.inventory.left_out.empty()) {
     (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "DevicesLeftOut",
                          absl::StrCat("not published: ", absl::StrJoin(p.inventory.left_out, "; ")),
-                         kComponent, config_.node_name);
+                         kPluginComponent, config_.node_name);
   }
   return absl::OkStatus();
 }
@@ -419,7 +337,7 @@ absl::Status PluginApp::OpenCheckpoint() {
         absl::StrCat("checkpoint ", r.path, " was corrupt (", r.reason, "); moved to ", r.moved_to,
                      "; the records of claims still in use on this node are being rebuilt from "
                      "their CDI specs and the API server by the cleanup"),
-        kComponent, config_.node_name);
+        kPluginComponent, config_.node_name);
   };
   // A node switched from the Go driver: its checkpoint's claims are adopted (checkpoint.h A1-A5),
   // so their containers keep their CDI specs and their unprepare undoes what the Go driver set.
@@ -430,7 +348,7 @@ absl::Status PluginApp::OpenCheckpoint() {
         absl::StrCat("adopted ", r.claims, " prepared claims (", r.started,
                      " of them PrepareStarted) from the Go driver's checkpoint ", r.path,
                      "; the Go driver's file is kept at ", r.kept_at, " for a rollback"),
-        kComponent, config_.node_name);
+        kPluginComponent, config_.node_name);
   };
   ASSIGN_OR_RETURN(p.checkpoint,
                    checkpoint::Checkpoint::Open(p.plugin_dir, config_.boot_id_path, options));
@@ -511,7 +429,7 @@ void PluginApp::RebuildAfterCorruption() {
     (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "CheckpointCorrupt",
                          absl::StrCat("checkpoint ", r->path, " was corrupt (", r->reason,
                                       "); moved to ", r->moved_to, "; ", outcome),
-                         kComponent, config_.node_name);
+                         kPluginComponent, config_.node_name);
   }
   if (auto claims = p.checkpoint->List(); claims.ok()) {
     p.state->CountPreparedDevices(*claims);
@@ -542,115 +460,6 @@ absl::Status PluginApp::PublishSlices() {
     DRA_INFO("consumable shares enabled: devices allow multiple allocations", "mode",
              p.shares.ToString());
   }
-  return absl::OkStatus();
-}
-
-absl::Status PluginApp::ServeKubelet() {
-  Parts& p = *parts_;
-  kubeletplugin::PluginServerOptions options;
-  options.driver_name = kDriverName;
-  options.claim_getter = kubeletplugin::ClaimGetterFromClient(p.claim_client.get());
-  options.trace_calls = config_.prepare_trace;
-  if (config_.claim_informer) {
-    metrics::Family<metrics::Counter>* lookups = p.registry.AddCounter(
-        "nvidia_dra_claim_cache_lookups_total",
-        "Prepare's claim reads by how the claim cache answered: hit (from memory), miss (not "
-        "cached) or stale (another UID or no allocation); a miss or stale one is a GET.",
-        {"result"});
-    p.claim_cache = std::make_unique<kubeletplugin::ClaimCache>(kubeletplugin::ClaimCache::Options{
-        .driver_name = kDriverName,
-        .node_name = config_.node_name,
-        .on_lookup = [lookups](kubeletplugin::ClaimCache::Result r) {
-          lookups->WithLabels({kubeletplugin::ClaimCache::ResultName(r)})->Inc();
-        }});
-    p.claim_cache->Start(p.client.get());
-    options.claim_lookup = p.claim_cache.get();
-  }
-  options.kubelet_plugins_dir = config_.kubelet_plugins_dir;
-  options.registry_dir = config_.kubelet_registrar_dir;
-  options.pod_uid = config_.pod_uid;
-  options.serve_health = p.health_tracker != nullptr;
-  ASSIGN_OR_RETURN(p.server, kubeletplugin::PluginServer::Create(p.driver.get(), options));
-  return absl::OkStatus();
-}
-
-void PluginApp::StartHealthMonitor() {
-  Parts& p = *parts_;
-  if (!p.health_tracker) return;
-  auto report = [this, &p] {
-    p.publisher->Update(p.DesiredResources(config_.node_name));
-    p.server->PublishHealth(p.health_tracker->HealthList());
-  };
-  DeviceHealthMonitor::Options options;
-  // A recovered device (device_health.h): a metric and a Normal event on the Node.
-  options.on_recovered = [this, &p](const std::string& device, absl::Duration unhealthy_for) {
-    p.health_recoveries->WithLabels({device})->Inc();
-    (void)k8s::PostEvent(p.client.get(), p.node_ref, "Normal", "DeviceHealthRecovered",
-                         absl::StrCat("device ", device, " is healthy again after ",
-                                      absl::FormatDuration(unhealthy_for), ": no critical XID for ",
-                                      absl::FormatDuration(config_.health_recovery_quiet_period),
-                                      " and NVML answers; its taint was removed"),
-                         kComponent, config_.node_name);
-  };
-  absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> monitor =
-      p.nvml_library == nullptr
-          ? absl::FailedPreconditionError("NVML is not usable")
-          : DeviceHealthMonitor::Start(p.nvml_library.get(), p.inventory, p.health_tracker.get(),
-                                       report, std::move(options));
-  if (monitor.ok()) {
-    p.health_monitor = *std::move(monitor);
-  } else {
-    DRA_WARNING("device health monitoring is not possible; devices are marked unmonitored", "err",
-                monitor.status());
-    std::vector<std::string> all;
-    for (const auto& h : p.health_tracker->HealthList()) all.push_back(h.device_name);
-    p.health_tracker->OnUnmonitored(all, std::string(monitor.status().message()), absl::Now());
-  }
-  report();
-}
-
-absl::Status PluginApp::ServeHttpAndHealthPort() {
-  Parts& p = *parts_;
-  ASSIGN_OR_RETURN(p.http, metrics::StartMetricsEndpoint(config_.http_endpoint,
-                                                         config_.metrics_path, &p.registry));
-  if (config_.healthcheck_port >= 0) {
-    ASSIGN_OR_RETURN(p.health,
-                     HealthServer::Start(config_.healthcheck_port, p.server->dra_socket_path()));
-    DRA_INFO("serving gRPC health", "port", p.health->port());
-  }
-  return absl::OkStatus();
-}
-
-void PluginApp::StartCleanup() {
-  Parts& p = *parts_;
-  p.cleanup = std::make_unique<Cleanup>(p.claim_api.get(), p.checkpoint.get(), p.cdi.get(),
-                                        p.state.get(), p.driver.get());
-  // Waits for the next pass: the interval, or sooner when a corrupt checkpoint asks for one.
-  // True at shutdown.
-  auto wait_for_next_pass = [this, &p] {
-    const absl::Time deadline = absl::Now() + config_.cleanup_interval;
-    while (absl::Now() < deadline) {
-      if (signals_->WaitForShutdown(std::min(absl::Seconds(1), deadline - absl::Now()))) {
-        return true;
-      }
-      if (p.stopping) return true;
-      if (p.cleanup_now.exchange(false)) return false;
-    }
-    return p.stopping.load();
-  };
-  p.cleaner = std::thread([&p, wait_for_next_pass] {
-    do {
-      absl::Status s = p.cleanup->RunOnce();
-      if (!s.ok()) DRA_WARNING("checkpoint cleanup incomplete; retrying later", "err", s);
-    } while (!wait_for_next_pass());
-  });
-}
-
-absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
-  ASSIGN_OR_RETURN(std::unique_ptr<PluginApp> app, PluginApp::Start(config, signals));
-  signals->WaitForShutdown();
-  DRA_INFO("shutting down", "signal", signals->shutdown_signal());
-  app->Stop();
   return absl::OkStatus();
 }
 

@@ -1,0 +1,143 @@
+#pragma once
+
+// What a running gpu-kubelet-plugin holds (PluginApp::Parts), shared by plugin_app.cc (start-up:
+// configuration, API server, devices, checkpoint, device state) and plugin_app_serve.cc (serving:
+// the kubelet socket, health monitoring, metrics, cleanup). Private to those two files.
+
+#include <atomic>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/api/consumable_shares.h"
+#include "lib/api/driver_gates.h"
+#include "lib/checkpoint/checkpoint.h"
+#include "lib/common/atomic_file.h"
+#include "lib/common/log.h"
+#include "lib/common/stack_dump.h"
+#include "lib/common/status.h"
+#include "lib/driverroot/driver_root.h"
+#include "lib/gpu/claim_cdi.h"
+#include "lib/gpu/claim_steps.h"
+#include "lib/gpu/cleanup.h"
+#include "lib/gpu/device_health.h"
+#include "lib/gpu/device_metadata.h"
+#include "lib/gpu/device_state.h"
+#include "lib/gpu/device_status.h"
+#include "lib/gpu/device_status_queue.h"
+#include "lib/gpu/driver.h"
+#include "lib/gpu/fabric_step.h"
+#include "lib/gpu/go_prepared.h"
+#include "lib/gpu/health_server.h"
+#include "lib/gpu/inventory.h"
+#include "lib/gpu/mig_manager.h"
+#include "lib/gpu/mps_sharing.h"
+#include "lib/gpu/nvidia_smi.h"
+#include "lib/gpu/partitionable_slices.h"
+#include "lib/gpu/plugin_app.h"
+#include "lib/gpu/rebuild.h"
+#include "lib/gpu/slices.h"
+#include "lib/gpu/time_slicing.h"
+#include "lib/gpu/vfio_claim.h"
+#include "lib/gpu/vfio_setup.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/events.h"
+#include "lib/k8s/objects_core.h"
+#include "lib/kubeletplugin/claim_cache.h"
+#include "lib/kubeletplugin/claim_source.h"
+#include "lib/kubeletplugin/plugin_server.h"
+#include "lib/kubeletplugin/slice_publisher.h"
+#include "lib/metrics/http_server.h"
+#include "lib/metrics/metrics_endpoint.h"
+#include "lib/nvml/nvml.h"
+
+namespace dra::gpu {
+
+// The component named in the Node events the plugin posts.
+inline constexpr char kPluginComponent[] = "gpu-kubelet-plugin";
+
+struct PluginApp::Parts {
+  std::string plugin_dir;
+  api::ConsumableShares shares;
+  std::unique_ptr<k8s::Client> client;
+  // Claim reads inside kubelet calls: one retry, a 10 s request timeout.
+  std::unique_ptr<k8s::Client> claim_client;
+  // Claim status writes (best effort): no retry, a short timeout, this driver's and node's field
+  // manager.
+  std::unique_ptr<k8s::Client> status_client;
+  std::unique_ptr<DeviceStatusWriter> device_status_api;
+  // What prepare and unprepare write through: the ordered background writer in front of
+  // device_status_api (device_status_queue.h), so that no API round trip is on the kubelet's call.
+  std::unique_ptr<DeviceStatusQueue> device_status;
+  // Device metadata files (gate DeviceMetadata); also without the gate, so that unprepare removes
+  // those a record names.
+  std::unique_ptr<DeviceMetadataFiles> metadata;
+  k8s::EventTarget node_ref;
+  metrics::Registry registry;
+  std::unique_ptr<DriverMetrics> driver_metrics;
+  metrics::Family<metrics::Gauge>* degraded = nullptr;
+  metrics::Family<metrics::Counter>* corruptions = nullptr;
+  metrics::Family<metrics::Counter>* health_recoveries = nullptr;
+  std::unique_ptr<driverroot::DriverRoot> root;
+  Inventory inventory;
+  // DynamicMIG with a counter set to publish: partitionable slices in this layout (by the API
+  // server's version, read once at startup); unset: BuildDriverResources.
+  std::optional<SliceLayout> partitionable_layout;
+  std::unique_ptr<nvml::Nvml> nvml_library;    // kept for the device health monitor
+  std::unique_ptr<nvml::Session> mig_session;  // DynamicMIG
+  std::unique_ptr<MigManager> mig;
+  // PassthroughSupport (vfio_setup.h), and the devices claims hold: their gpu/vfio siblings are
+  // left out of the slice (vfio_claim.h).
+  std::unique_ptr<VfioRuntime> vfio;
+  // FabricManagerPartitioning on a node with an NVLink fabric (fabric_step.h); null otherwise.
+  std::unique_ptr<fm::NvfmLibrary> fabric_manager;
+  std::unique_ptr<FabricPartitioning> fabric;
+  mutable absl::Mutex held_mu;
+  std::set<std::string> held ABSL_GUARDED_BY(held_mu);
+  // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
+  std::atomic<bool> serving{false};
+  std::atomic<bool> cleanup_now{false};
+  std::atomic<bool> stopping{false};  // ends the cleanup thread's wait
+  std::unique_ptr<checkpoint::Checkpoint> checkpoint;
+  std::unique_ptr<ClaimCdi> cdi;
+  std::unique_ptr<NvidiaSmi> nvidia_smi;
+  std::unique_ptr<TimeSlicing> time_slicing;
+  std::unique_ptr<MpsDaemons> mps;
+  std::unique_ptr<DeviceState> state;
+  std::unique_ptr<GpuDriver> driver;
+  std::unique_ptr<ClaimApi> claim_api;
+  std::unique_ptr<kubeletplugin::SlicePublisher> publisher;
+  std::unique_ptr<DeviceHealthTracker> health_tracker;
+  // --claim-informer: prepare's claim reads from memory; outlives the server that asks it.
+  std::unique_ptr<kubeletplugin::ClaimCache> claim_cache;
+  std::unique_ptr<kubeletplugin::PluginServer> server;
+  std::unique_ptr<DeviceHealthMonitor> health_monitor;
+  std::unique_ptr<metrics::HttpServer> http;
+  std::unique_ptr<HealthServer> health;
+  std::unique_ptr<Cleanup> cleanup;
+  std::thread cleaner;
+
+  // The slices to publish: the inventory's devices, with the taints their health implies.
+  kubeletplugin::DriverResources DesiredResources(const std::string& node_name) const {
+    Inventory published_vfio;
+    if (vfio) {
+      absl::MutexLock lock(&held_mu);
+      published_vfio = WithoutHeldSiblings(inventory, held);
+    }
+    const Inventory& published = vfio ? published_vfio : inventory;
+    kubeletplugin::DriverResources resources =
+        partitionable_layout
+            ? BuildPartitionableResources(published, node_name, shares, *partitionable_layout)
+            : BuildDriverResources(published, node_name, shares);
+    if (health_tracker) {
+      for (auto& [pool_name, pool] : resources.pools) {
+        for (auto& slice : pool.slices) health_tracker->ApplyTaints(slice.devices);
+      }
+    }
+    return resources;
+  }
+};
+
+}  // namespace dra::gpu
