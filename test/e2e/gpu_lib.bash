@@ -123,6 +123,17 @@ wait_log() {
   done
 }
 
+# nudged <pod> <command...>: runs the command; when it fails, annotates the pod and fails. The
+# kubelet retries a failed NodePrepareResources only at the pod's next periodic sync (1 min plus up
+# to 50 %); any change of the pod object syncs it at once. For use under wait_for.
+nudged() {
+  local pod=$1
+  shift
+  "$@" && return 0
+  k annotate pod "$pod" --overwrite "e2e-nudge=$(date +%s%N)" >/dev/null 2>&1 || true
+  return 1
+}
+
 # The ResourceClaim behind a pod's claim entry (generated from a template, or named).
 claim_of() {
   k get pod "$1" -o json |
