@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,6 +22,22 @@ nlohmann::json TargetToJson(const FabricTarget& t) {
   return {{"partition", t.partition}, {"modules", t.modules}, {"gpus", t.gpus}};
 }
 
+// Reads j[key] into *out: a list whose every entry passes `is` ("<path>.<key>: expected a list
+// of <what>" otherwise).
+template <typename T>
+absl::Status ReadList(const nlohmann::json& j, const std::string& path, const char* key,
+                      const char* what, bool (nlohmann::json::*is)() const noexcept,
+                      std::vector<T>* out) {
+  auto list = j.find(key);
+  bool ok = list != j.end() && list->is_array();
+  for (size_t i = 0; ok && i < list->size(); ++i) ok = ((*list)[i].*is)();
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".", key, ": expected a list of ", what));
+  }
+  for (const nlohmann::json& e : *list) out->push_back(e.get<T>());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FabricTarget> TargetFromJson(const nlohmann::json& j) {
   const std::string path = "fabricPartition undo";
   if (!j.is_object()) return absl::InvalidArgumentError(path + ": expected an object");
@@ -29,26 +47,9 @@ absl::StatusOr<FabricTarget> TargetFromJson(const nlohmann::json& j) {
     return absl::InvalidArgumentError(path + ".partition: expected an unsigned integer");
   }
   t.partition = id->get<fm::abi::PartitionId>();
-  auto modules = j.find("modules");
-  if (modules == j.end() || !modules->is_array()) {
-    return absl::InvalidArgumentError(path + ".modules: expected a list of unsigned integers");
-  }
-  for (const nlohmann::json& m : *modules) {
-    if (!m.is_number_unsigned()) {
-      return absl::InvalidArgumentError(path + ".modules: expected a list of unsigned integers");
-    }
-    t.modules.push_back(m.get<unsigned int>());
-  }
-  auto gpus = j.find("gpus");
-  if (gpus == j.end() || !gpus->is_array()) {
-    return absl::InvalidArgumentError(path + ".gpus: expected a list of PCI bus ids");
-  }
-  for (const nlohmann::json& g : *gpus) {
-    if (!g.is_string()) {
-      return absl::InvalidArgumentError(path + ".gpus: expected a list of PCI bus ids");
-    }
-    t.gpus.push_back(g.get<std::string>());
-  }
+  RETURN_IF_ERROR(ReadList(j, path, "modules", "unsigned integers",
+                           &nlohmann::json::is_number_unsigned, &t.modules));
+  RETURN_IF_ERROR(ReadList(j, path, "gpus", "PCI bus ids", &nlohmann::json::is_string, &t.gpus));
   return t;
 }
 
