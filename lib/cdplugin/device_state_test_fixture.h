@@ -123,12 +123,14 @@ inline k8s::ResourceClaim DaemonClaim(const std::string& uid, const std::string&
   return Claim(uid, "driver-ns", "daemon-0", Params("ComputeDomainDaemonConfig", domain));
 }
 
-// A mock gb200-4x root (shared by all tests: building one takes a while).
+// A mock gb200-4x root (shared by all tests: building one takes a while), removed at exit (ctest
+// runs each test in a process of its own, so a root that outlived the process would be left in
+// /tmp once per test).
 class MockRoot {
  public:
   static const std::string& Path() {
-    static MockRoot* root = new MockRoot();
-    return root->dir_.path();
+    static MockRoot root;
+    return root.dir_.path();
   }
 
  private:
