@@ -24,7 +24,9 @@ namespace {
 
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
+using testing::Distribution;
 using ::testing::HasSubstr;
+using testing::RssKib;
 using testing::SteadyClock;
 
 constexpr int kSilent = 500;
@@ -54,27 +56,6 @@ Timed TimedGet(const std::string& host, int port, const std::string& path) {
   t.took = std::chrono::duration_cast<microseconds>(SteadyClock::now() - start);
   if (response.rfind("HTTP/1.1 ", 0) == 0) t.code = std::atoi(response.c_str() + 9);
   return t;
-}
-
-long RssKib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return -1;
-}
-
-// "0.4ms 0.5ms ..." in increasing order.
-std::string Distribution(std::vector<microseconds> v) {
-  std::sort(v.begin(), v.end());
-  std::string s;
-  char buf[32];
-  for (microseconds d : v) {
-    std::snprintf(buf, sizeof(buf), "%.1fms ", static_cast<double>(d.count()) / 1000.0);
-    s += buf;
-  }
-  return s;
 }
 
 TEST(HttpServerSlowClientsTest, HealthzAnswersWhileAThousandSlowConnectionsAreOpen) {

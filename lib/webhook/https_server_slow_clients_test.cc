@@ -34,6 +34,8 @@
 namespace dra::webhook {
 namespace {
 
+using metrics::testing::Distribution;
+using metrics::testing::RssKib;
 using metrics::testing::SlowClients;
 using metrics::testing::SteadyClock;
 using std::chrono::microseconds;
@@ -53,27 +55,6 @@ constexpr absl::string_view kReview =
     R"("resource":"resourceclaims"},"object":{"spec":{"devices":{"config":[{"opaque":)"
     R"({"driver":"gpu.nvidia.com","parameters":{"apiVersion":"resource.nvidia.com/v1beta1",)"
     R"("kind":"GpuConfig","sharing":{"strategy":"TimeSlicing"}}}}]}}}}})";
-
-// "1.2ms 1.3ms ..." in increasing order.
-long RssKib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return -1;
-}
-
-std::string Distribution(std::vector<microseconds> v) {
-  std::sort(v.begin(), v.end());
-  std::string s;
-  char buf[32];
-  for (microseconds d : v) {
-    std::snprintf(buf, sizeof(buf), "%.1fms ", static_cast<double>(d.count()) / 1000.0);
-    s += buf;
-  }
-  return s;
-}
 
 class HttpsServerSlowClientsTest : public ::testing::Test {
  protected:

@@ -7,8 +7,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/status.h"
@@ -155,6 +159,26 @@ SlowClients::Closed SlowClients::WaitClosed(SteadyClock::time_point deadline) {
                                                   SteadyClock::now() - c.opened));
     }
   }
+}
+
+long RssKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+std::string Distribution(std::vector<std::chrono::microseconds> v) {
+  std::sort(v.begin(), v.end());
+  std::string s;
+  char buf[32];
+  for (std::chrono::microseconds d : v) {
+    std::snprintf(buf, sizeof(buf), "%.1fms ", static_cast<double>(d.count()) / 1000.0);
+    s += buf;
+  }
+  return s;
 }
 
 }  // namespace dra::metrics::testing

@@ -34,6 +34,12 @@ absl::StatusOr<int> ConnectWithTimeout(absl::string_view host, int port,
 // or -1 ms when `timeout` passed first. Discards what the server sends before it closes.
 std::chrono::milliseconds WaitForEof(int fd, std::chrono::milliseconds timeout);
 
+// This process's resident set (VmRSS of /proc/self/status) in KiB, or -1 when unreadable.
+long RssKib();
+
+// The durations in increasing order as "0.4ms 0.5ms ..." (for a test's log).
+std::string Distribution(std::vector<std::chrono::microseconds> v);
+
 class SlowClients {
  public:
   // Opens `silent` connections that never send a byte and `drip` connections that send `drip_data`
