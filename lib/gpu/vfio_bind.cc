@@ -74,6 +74,41 @@ absl::StatusOr<VfioTarget> TargetFromJson(const nlohmann::json& j, const std::st
   return t;
 }
 
+std::string DriverText(const std::string& driver) {
+  return driver.empty() ? "no driver" : absl::StrCat("driver \"", driver, "\"");
+}
+
+// After `bus_id` was written to `file` (a driver's bind or unbind): waits, every
+// driver_interval up to driver_timeout, until the GPU's driver link names `want` (empty: no
+// link). Counted in sleeps, so that a test's fake sleep bounds it too.
+absl::Status WaitForDriver(const VfioHost& host, const std::string& bus_id, const std::string& want,
+                           const std::string& file) {
+  absl::Duration waited;
+  while (true) {
+    const std::string now = PciDriver(host.host_root, bus_id);
+    if (now == want) return absl::OkStatus();
+    if (waited + host.driver_interval > host.driver_timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "GPU \"", bus_id, "\" has ", DriverText(now), " ", absl::FormatDuration(waited),
+          " after \"", bus_id, "\" was written to ", file, "; expected ", DriverText(want)));
+    }
+    if (host.sleep) {
+      host.sleep(host.driver_interval);
+    } else {
+      absl::SleepFor(host.driver_interval);
+    }
+    waited += host.driver_interval;
+  }
+}
+
+// Writes the bus id to a driver's bind or unbind file and waits for the driver link to show it.
+absl::Status WriteAndWait(const VfioHost& host, const std::string& bus_id,
+                          const std::string& driver, const char* op) {
+  const std::string file = DriverPath(host, driver, op);
+  RETURN_IF_ERROR(host.sysfs->Write(file, bus_id));
+  return WaitForDriver(host, bus_id, std::string(op) == "bind" ? driver : "", file);
+}
+
 // Back on nvidia: clear driver_override, bind (when unbound).
 absl::Status BindNvidia(const VfioHost& host, const std::string& bus_id) {
   const std::string driver = PciDriver(host.host_root, bus_id);
@@ -83,7 +118,7 @@ absl::Status BindNvidia(const VfioHost& host, const std::string& bus_id) {
         "GPU ", bus_id, " is bound to ", driver, "; it must be unbound before nvidia takes it"));
   }
   RETURN_IF_ERROR(host.sysfs->Write(DevicePath(host, bus_id, "driver_override"), "\n"));
-  RETURN_IF_ERROR(host.sysfs->Write(DriverPath(host, "nvidia", "bind"), bus_id));
+  RETURN_IF_ERROR(WriteAndWait(host, bus_id, "nvidia", "bind"));
   DRA_INFO("GPU bound to nvidia", "pciBusID", bus_id);
   return absl::OkStatus();
 }
@@ -92,7 +127,7 @@ absl::Status BindNvidia(const VfioHost& host, const std::string& bus_id) {
 absl::Status UnbindVfio(const VfioHost& host, const VfioTarget& t) {
   const std::string vfio = VfioDriverName(t.module);
   if (PciDriver(host.host_root, t.bus_id) == vfio) {
-    RETURN_IF_ERROR(host.sysfs->Write(DriverPath(host, vfio.c_str(), "unbind"), t.bus_id));
+    RETURN_IF_ERROR(WriteAndWait(host, t.bus_id, vfio, "unbind"));
     DRA_INFO("GPU unbound from vfio", "pciBusID", t.bus_id, "driver", vfio);
   }
   return host.sysfs->Write(DevicePath(host, t.bus_id, "driver_override"), "\n");
@@ -187,7 +222,7 @@ class UnbindStep final : public VfioStep {
       return absl::FailedPreconditionError(absl::StrCat("gpu has ", vfs, " VFs, cannot unbind"));
     }
     RETURN_IF_ERROR(host_.sysfs->Write(DevicePath(host_, t_.bus_id, "driver_override"), "\n"));
-    RETURN_IF_ERROR(host_.sysfs->Write(DriverPath(host_, "nvidia", "unbind"), t_.bus_id));
+    RETURN_IF_ERROR(WriteAndWait(host_, t_.bus_id, "nvidia", "unbind"));
     DRA_INFO("GPU unbound from nvidia", "pciBusID", t_.bus_id);
     return absl::OkStatus();
   }
@@ -201,7 +236,7 @@ class BindStep final : public VfioStep {
     if (PciDriver(host_.host_root, t_.bus_id) == vfio) return absl::OkStatus();
     RETURN_IF_ERROR(deadline.Check("bind to " + vfio));
     absl::Status s = host_.sysfs->Write(DevicePath(host_, t_.bus_id, "driver_override"), vfio);
-    if (s.ok()) s = host_.sysfs->Write(DriverPath(host_, vfio.c_str(), "bind"), t_.bus_id);
+    if (s.ok()) s = WriteAndWait(host_, t_.bus_id, vfio, "bind");
     if (!s.ok()) {
       // Leave nothing: the engine undoes the earlier steps only.
       const absl::Status undo = UnbindVfio(host_, t_);

@@ -15,6 +15,8 @@
 //                    Undo: when unbound, clear driver_override and bind to nvidia.
 //   vfioBind         driver_override = the vfio driver, write the bus id to
 //                    drivers/<vfio driver>/bind; on failure clears driver_override again.
+// After every write to a bind or unbind file the step waits (VfioHost::driver_timeout) until the
+// GPU's driver link shows the result; a link that does not fails the step like a failed write.
 //                    Undo: when on the vfio driver, unbind from it and clear driver_override.
 //
 // Each Apply changes nothing when it fails, or undoes its own part first, so every step is
@@ -74,6 +76,13 @@ struct VfioHost {
   const GpuPersistence* persistence = nullptr;
   absl::Duration free_timeout = absl::Seconds(60);
   absl::Duration free_interval = absl::Seconds(1);
+  // After each write to a driver's bind or unbind file, how long the driver link of the GPU may
+  // take to show the result (polled every driver_interval) before the step fails. A kernel
+  // answers bind/unbind writes synchronously, so there the first look finds it; this allows for
+  // a driver that finishes its probe after the write returns, and a fake kernel that answers
+  // from another process (test/doubles/fake-pci-kernel). docs/vfio.md, "Waiting for the driver".
+  absl::Duration driver_timeout = absl::Seconds(2);
+  absl::Duration driver_interval = absl::Milliseconds(10);
   std::function<void(absl::Duration)> sleep;  // null: absl::SleepFor
 };
 

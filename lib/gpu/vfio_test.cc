@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -252,6 +253,99 @@ TEST_F(VfioTest, BusyGpuWaitsBoundedTime) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(Prepare()));
   EXPECT_GE(slept_, absl::Seconds(2));
   EXPECT_LE(slept_, absl::Seconds(3));
+}
+
+// A kernel whose bind and unbind writes show in the driver link only `late_by` polls later (the
+// test's sleep ticks it), or never for a file ending in `dropped`, as a fake kernel answering
+// from another process does.
+struct LateSysfs final : SysfsWriter {
+  absl::Status Write(const std::string& path, absl::string_view value) const override {
+    if (!absl::EndsWith(path, "/bind") && !absl::EndsWith(path, "/unbind")) {
+      return kernel->Write(path, value);
+    }
+    if (!dropped.empty() && absl::EndsWith(path, dropped)) return absl::OkStatus();
+    pending.push_back({path, std::string(value), late_by});
+    Tick(0);
+    return absl::OkStatus();
+  }
+  // One poll went by: applies the writes whose time has come.
+  void Tick(int polls) const {
+    for (auto it = pending.begin(); it != pending.end();) {
+      it->left -= polls;
+      if (it->left > 0) {
+        ++it;
+        continue;
+      }
+      EXPECT_TRUE(kernel->Write(it->path, it->value).ok()) << it->path;
+      it = pending.erase(it);
+    }
+  }
+  struct Pending {
+    std::string path, value;
+    int left;
+  };
+  const SysfsWriter* kernel = nullptr;
+  int late_by = 0;
+  std::string dropped;
+  mutable std::vector<Pending> pending;
+};
+
+TEST_F(VfioTest, BindAndUnbindThatShowLateAreWaitedFor) {
+  LateSysfs late;
+  late.kernel = &sysfs_;
+  late.late_by = 3;
+  host_.sysfs = &late;
+  host_.sleep = [&](absl::Duration d) {
+    slept_ += d;
+    late.Tick(1);
+  };
+  ASSERT_TRUE(Prepare().ok());
+  EXPECT_EQ(Driver(), "vfio-pci");
+  EXPECT_EQ(slept_, absl::Milliseconds(60));  // 3 polls after the unbind, 3 after the bind
+  ASSERT_TRUE(Unprepare().ok());
+  EXPECT_EQ(Driver(), "nvidia");
+  EXPECT_EQ(slept_, absl::Milliseconds(120));
+  EXPECT_THAT(persistence_.calls, ElementsAre("0000:65:00.0 off", "0000:65:00.0 on"));
+}
+
+TEST_F(VfioTest, BindThatNeverShowsFailsTheStepAndIsUndone) {
+  LateSysfs late;
+  late.kernel = &sysfs_;
+  late.dropped = "drivers/vfio-pci/bind";
+  host_.sysfs = &late;
+  host_.sleep = [&](absl::Duration d) {
+    slept_ += d;
+    late.Tick(1);
+  };
+  absl::Status s = Prepare();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("GPU \"0000:65:00.0\" has no driver 2s after \"0000:65:00.0\" "
+                                     "was written to ",
+                                     root_,
+                                     "/sys/bus/pci/drivers/vfio-pci/bind; expected driver "
+                                     "\"vfio-pci\"")));
+  EXPECT_EQ(slept_, absl::Seconds(2));
+  // Undone: back on nvidia, persistence on, nothing recorded; the retry succeeds.
+  EXPECT_EQ(Driver(), "nvidia");
+  EXPECT_EQ(Override(), "(null)\n");
+  EXPECT_THAT(persistence_.calls, ElementsAre("0000:65:00.0 off", "0000:65:00.0 on"));
+  EXPECT_TRUE(journal_.steps.empty()) << journal_.state;
+  late.dropped.clear();
+  ASSERT_TRUE(Prepare().ok());
+  EXPECT_EQ(Driver(), "vfio-pci");
+}
+
+TEST_F(VfioTest, UnbindThatNeverShowsNamesTheDriverFound) {
+  LateSysfs late;
+  late.kernel = &sysfs_;
+  late.dropped = "drivers/nvidia/unbind";
+  host_.sysfs = &late;
+  absl::Status s = Prepare();
+  EXPECT_THAT(s.message(), HasSubstr("GPU \"0000:65:00.0\" has driver \"nvidia\" 2s after"));
+  EXPECT_THAT(s.message(), HasSubstr("drivers/nvidia/unbind; expected no driver"));
+  EXPECT_EQ(Driver(), "nvidia");
+  EXPECT_THAT(persistence_.calls, ElementsAre("0000:65:00.0 off", "0000:65:00.0 on"));
 }
 
 TEST_F(VfioTest, GpuOnAnotherDriverIsRefusedWithoutChange) {

@@ -1,6 +1,7 @@
 #include "test/doubles/testing/fake_pci_sysfs.h"
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -133,7 +134,12 @@ absl::Status FakeKernelSysfs::WriteUnchecked(const std::string& rel, const std::
     RETURN_IF_ERROR(Link(r / drivers / driver, dev / "driver"));
     if (driver == "vfio-pci") {
       RETURN_IF_ERROR(MakeDirectories((dev / "vfio-dev" / ("vfio" + group)).string()));
-      RETURN_IF_ERROR(WriteFileAtomically((r / "dev/vfio" / group).string(), ""));
+      const fs::path node = r / "dev/vfio" / group;
+      if (!char_devices_) {
+        RETURN_IF_ERROR(WriteFileAtomically(node.string(), ""));
+      } else if (fs::remove(node, ec); ::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+        return Errno(errno, "mknod " + node.string());
+      }
     }
     return absl::OkStatus();
   }

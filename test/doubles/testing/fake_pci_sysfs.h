@@ -55,6 +55,9 @@ class FakeKernelSysfs final : public gpu::SysfsWriter {
   absl::Status Write(const std::string& path, absl::string_view value) const override;
   void FailWrites(const std::string& path_suffix, int err) { failures_[path_suffix] = err; }
   void ClearFailures() { failures_.clear(); }
+  // vfio-pci binds create dev/vfio/<group> as a character device 1:3 (the numbers of /dev/null)
+  // instead of an empty file, so that a container runtime can inject it (needs CAP_MKNOD).
+  void MakeCharDevices(bool on) { char_devices_ = on; }
   // Every write as "<path relative to root>=<value>" (value without its newline).
   mutable std::vector<std::string> writes;
 
@@ -62,6 +65,7 @@ class FakeKernelSysfs final : public gpu::SysfsWriter {
   absl::Status WriteUnchecked(const std::string& rel, const std::string& value) const;
   const std::string root_;
   std::map<std::string, int> failures_;
+  bool char_devices_ = false;
 };
 
 // Runs <root>/usr/sbin/<argv[0]> with the rest of argv and HOST_ROOT=<root>: the fake programs
