@@ -152,6 +152,13 @@ cmd_install() {
     kubectl delete deviceclass $gpu_classes --ignore-not-found >/dev/null
   fi
   "$HACK_CLUSTER_DIR/driver-image.sh" import
+  # A `helm uninstall` whose pre-delete hook failed (docs/helm.md "Uninstall with ComputeDomains
+  # left") leaves the release `uninstalling`, which `helm upgrade` refuses; finish it first.
+  if [[ $(helm -n "$NAMESPACE" status "$RELEASE" -o json 2>/dev/null | jq -r '.info.status // empty') == uninstalling ]]; then
+    progress "release $RELEASE is left uninstalling (a failed pre-delete hook?); finishing the uninstall first"
+    helm -n "$NAMESPACE" uninstall "$RELEASE" --wait --timeout 5m ||
+      die "helm-driver: finishing the uninstall of $RELEASE failed; see kubectl -n $NAMESPACE logs job/$RELEASE-uninstall-cleanup"
+  fi
   # Helm installs crds/ with a release's first install only and never upgrades them; an operator
   # applies them on every chart upgrade, and so does this.
   kubectl apply --server-side --force-conflicts --field-manager=helm-driver -f "$REPO_ROOT/$CHART/crds" >/dev/null ||
