@@ -11,16 +11,13 @@
 setup_file() {
   load lib
   load gpu_lib
-  make_test_namespace gpu-dynmig
-  change_driver --set featureGates.DynamicMIG=true
-  wait_plugin_ready "$GPU_NODE"
+  setup_changed_driver gpu-dynmig --set featureGates.DynamicMIG=true
 }
 
 teardown_file() {
   load lib
   load gpu_lib
-  kubectl delete namespace "$E2E_NS" --wait=true --timeout=120s >/dev/null 2>&1 || true
-  restore_driver
+  teardown_changed_driver
 }
 
 setup() {

@@ -302,6 +302,21 @@ restore_driver() {
   rm -f "$BATS_FILE_TMPDIR/driver-changed"
 }
 
+# setup_changed_driver <namespace> [HELM ARGS...] / teardown_changed_driver: the setup_file and
+# teardown_file of a file whose tests run with the driver changed (e.g. a feature gate on): its
+# namespace, change_driver, the plugin of GPU_NODE ready; then the namespace deleted and the
+# driver restored.
+setup_changed_driver() {
+  make_test_namespace "$1"
+  shift
+  change_driver "$@"
+  wait_plugin_ready "$GPU_NODE"
+}
+teardown_changed_driver() {
+  kubectl delete namespace "$E2E_NS" --wait=true --timeout=120s >/dev/null 2>&1 || true
+  restore_driver
+}
+
 # --- The public Go driver's checkpoint, for the switch-over test -------------------------------
 
 # go_checksum: FNV-1a 32 of go-spew's rendering "([]uint8)[b0 b1 ...]" of the bytes on stdin, the

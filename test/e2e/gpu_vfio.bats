@@ -4,14 +4,18 @@
 # kubeletPlugin.containers.gpus.hostRoot pointed at a fake host tree per node (below, the layout
 # of test/doubles/testing/fake_pci_sysfs.h: node 1's eight mock H100s as PCI functions on nvidia,
 # IOMMU groups, the vfio_pci module loaded, fake fuser; node 2 only IOMMU groups, which the plugin
-# needs to start). Asserted: every GPU of node 1 is published a second time as gpu-vfio-<n> with
-# its PCI bus id; a container reads its claims' metadata files, which name the allocated device,
-# and the files and their CDI spec are gone after delete; a VFIO prepare that fails midway (the
-# GPU has a VF) turns persistence mode back on, leaves the GPU on nvidia with no driver_override
-# and no record, and the kubelet retries it.
-# Not here: a VFIO prepare that succeeds. The fake tree's bind/unbind files are plain files, and
-# the plugin reads the driver link right after each write, so a fake kernel in another process
-# (inotify) would race it; that needs a file system that answers the write itself (FUSE).
+# needs to start). On node 1 the fake kernel (test/doubles/fake-pci-kernel, a process on the test
+# host watching the tree with inotify) answers the plugin's writes to driver_override, bind and
+# unbind: it moves the driver links and makes dev/vfio/<group> a character device 1:3 (the numbers
+# of /dev/null), and the node's /dev/vfio is that directory, so that containerd finds the device
+# node the claim's CDI spec names. Asserted: every GPU of node 1 is published a second time as
+# gpu-vfio-<n> with its PCI bus id; a container reads its claims' metadata files, which name the
+# allocated device, and the files and their CDI spec are gone after delete; a VFIO pod sees
+# /dev/vfio/<group> while its GPU is on vfio-pci with persistence mode off and its full-GPU
+# sibling unpublished, and after delete the GPU is back on nvidia with persistence on and the
+# sibling published; a VFIO prepare that fails midway (the GPU has a VF; the bind to vfio-pci
+# fails) turns persistence mode back on, leaves the GPU on nvidia with no driver_override and no
+# record, and the kubelet retries it; once the bind fault is removed the pod starts.
 # Run through run.sh.
 
 # The fake host root in each node's mount namespace: under /run/nvidia, the shared mount that
@@ -21,23 +25,24 @@ HOST_ROOT_AT=/run/nvidia/host-root
 setup_file() {
   load lib
   load gpu_lib
-  make_test_namespace gpu-vfio
   local n
   for n in "$GPU_NODE" $MIG_NODE; do
     make_fake_host "$n"
     mount_fake_host "$n"
     share_sys_proc "$n"
   done
-  change_driver --set featureGates.PassthroughSupport=true --set featureGates.DeviceMetadata=true \
-    --set kubeletPlugin.containers.gpus.hostRoot="$HOST_ROOT_AT"
-  wait_plugin_ready "$GPU_NODE"
+  mount_dev_vfio "$GPU_NODE"
+  start_fake_kernel
+  setup_changed_driver gpu-vfio --set featureGates.PassthroughSupport=true \
+    --set featureGates.DeviceMetadata=true --set kubeletPlugin.containers.gpus.hostRoot="$HOST_ROOT_AT"
 }
 
 teardown_file() {
   load lib
   load gpu_lib
-  kubectl delete namespace "$E2E_NS" --wait=true --timeout=120s >/dev/null 2>&1 || true
-  restore_driver
+  teardown_changed_driver
+  stop_fake_kernel
+  unmount_dev_vfio "$GPU_NODE"
   local n
   for n in "$GPU_NODE" $MIG_NODE; do
     unshare_sys_proc "$n"
@@ -106,6 +111,49 @@ mount_fake_host() {
   in_node "$n" mount --bind "$r/sys" "$HOST_ROOT_AT/sys"
 }
 
+# The fake kernel of node 1's tree: its log (one line per write handled) and its fault file (path
+# suffixes whose writes fail), both beside the tree.
+kernel_log() { echo "$(node_var "$(node_idx "$GPU_NODE")" STATE_DIR)/vfio-kernel.log"; }
+kernel_faults() { echo "$(node_var "$(node_idx "$GPU_NODE")" STATE_DIR)/vfio-kernel-faults"; }
+start_fake_kernel() {
+  local bin=$REPO_ROOT/build/default/test/doubles/fake-pci-kernel/fake-pci-kernel
+  [[ -x $bin ]] || { echo "$bin is missing: build the target fake_pci_kernel" >&2; return 1; }
+  : >"$(kernel_log)"
+  rm -f "$(kernel_faults)"
+  "$bin" --root "$(fake_host "$GPU_NODE")" --log "$(kernel_log)" --faults "$(kernel_faults)" \
+    >/dev/null 2>"$(kernel_log).err" 3>&- &
+  echo $! >"$BATS_FILE_TMPDIR/fake-kernel.pid"
+  wait_for 10 "the fake kernel to watch the tree" grep -qx ready "$(kernel_log)"
+}
+stop_fake_kernel() {
+  local pid
+  pid=$(cat "$BATS_FILE_TMPDIR/fake-kernel.pid" 2>/dev/null) || return 0
+  kill "$pid" 2>/dev/null || true
+  rm -f "$BATS_FILE_TMPDIR/fake-kernel.pid" "$(kernel_faults)"
+}
+
+# mount_dev_vfio <node>: the node's /dev/vfio is the fake tree's dev/vfio, where the fake kernel
+# makes the groups' device nodes; containerd resolves the CDI spec's /dev/vfio/<group> there.
+# The nodes' /dev is the host's devtmpfs: a /dev/vfio made here is recorded and removed again.
+mount_dev_vfio() {
+  local n=$1 mark
+  mark="$(node_var "$(node_idx "$n")" STATE_DIR)/vfio-e2e-made-dev-vfio"
+  if ! in_node "$n" test -d /dev/vfio; then
+    in_node "$n" mkdir /dev/vfio
+    touch "$mark"
+  fi
+  in_node "$n" mount --bind "$(fake_host "$n")/dev/vfio" /dev/vfio
+}
+unmount_dev_vfio() {
+  local n=$1 mark
+  mark="$(node_var "$(node_idx "$n")" STATE_DIR)/vfio-e2e-made-dev-vfio"
+  in_node "$n" umount /dev/vfio 2>/dev/null || true
+  if [[ -f $mark ]]; then
+    in_node "$n" rmdir /dev/vfio 2>/dev/null || true
+    rm -f "$mark"
+  fi
+}
+
 # share_sys_proc <node>: with the gate the chart mounts the node's /sys and /proc with
 # Bidirectional propagation (as the Go chart does), which containerd refuses unless they are
 # shared mounts, as they are on a systemd host; the nodes' mount namespaces have them private.
@@ -135,6 +183,37 @@ node1_devices() {
     jq -c '.items[].spec.devices[]?'
 }
 bus_of() { node1_devices | jq -r --arg d "$1" 'select(.name == $d) | .attributes["resource.kubernetes.io/pciBusID"].string'; }
+
+# full_gpu_of_bus <bus>: the name of node 1's published full-GPU device with that PCI bus id.
+full_gpu_of_bus() {
+  node1_devices | jq -r --arg b "$1" \
+    'select(.attributes.type.string == "gpu" and .attributes["resource.kubernetes.io/pciBusID"].string == $b) | .name'
+}
+driver_of() { basename "$(readlink "$(fake_host "$GPU_NODE")/sys/bus/pci/devices/$1/driver")"; }
+group_of() { basename "$(readlink "$(fake_host "$GPU_NODE")/sys/bus/pci/devices/$1/iommu_group")"; }
+persistence_of() { node_smi "$GPU_NODE" -q -i "$1" | awk -F': ' '/Persistence Mode/ {print $2; exit}'; }
+# vfio_claim_pod <pod> <n>: a pod with a vfio.gpu.nvidia.com claim for gpu-vfio-<n> (by bus id),
+# listing /dev/vfio.
+vfio_claim_pod() {
+  claim_template "vfio$2" vfio.gpu.nvidia.com \
+    "selectors: [{cel: {expression: \"device.attributes['resource.kubernetes.io'].pciBusID == '$(bus_of "gpu-vfio-$2")'\"}}]"
+  pod "$1" "$GPU_NODE" "gpu=template:vfio$2" "" Always "ls -l /dev/vfio; $SLEEP"
+}
+# claim_unrecorded <claim>: the checkpoint has no steps recorded for the claim.
+claim_unrecorded() {
+  local uid cp
+  uid=$(k get resourceclaim "$1" -o jsonpath='{.metadata.uid}')
+  cp="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER/checkpoint.json"
+  [[ $(jq --arg u "$uid" '.data.preparedClaims[$u] // {} | .steps // [] | length' "$cp") -eq 0 ]]
+}
+# sees_group <pod> <group>: the container listed /dev/vfio/<group> as a character device.
+sees_group() { k logs "$1" 2>/dev/null | grep -qE "^c.* $2\$"; }
+
+# failures_at_least <pod> <n> <text>: the pod's prepare failed at least n times with the text.
+failures_at_least() {
+  [[ $(k get events --field-selector "involvedObject.name=$1,reason=FailedPrepareDynamicResources" -o json |
+    jq --arg t "$3" '[.items[] | select(.message | contains($t)) | .count] | add // 0') -ge $2 ]]
+}
 
 # vf_failures_at_least <pod> <n>: the pod's prepare failed at least n times on the VF check.
 vf_failures_at_least() {
@@ -192,7 +271,7 @@ vf_failures_at_least() {
 }
 
 @test "VFIO: a prepare that fails midway (the GPU has a VF) is undone: GPU on nvidia, persistence on, no record; retried" {
-  local bus r dev uid cp
+  local bus r dev
   bus=$(bus_of gpu-vfio-7)
   [[ -n $bus ]]
   r=$(fake_host "$GPU_NODE")
@@ -206,17 +285,73 @@ vf_failures_at_least() {
   wait_for 90 "a failed prepare of v1" vf_failures_at_least v1 1
   # The kubelet retries a failed prepare only at the pod's next periodic sync (60-90 s); a change
   # of the pod object syncs it at once, so the test annotates it while it waits for the retry.
-  wait_for 60 "a failed prepare of v1 retried by the kubelet" nudged vf_failures_at_least v1 2
+  wait_for 60 "a failed prepare of v1 retried by the kubelet" nudged v1 vf_failures_at_least v1 2
   [ "$(allocated "$(claim_of v1 gpu)")" = "$GPU_NODE/gpu-vfio-7" ]
   [ "$(k get pod v1 -o jsonpath='{.status.phase}')" = Pending ]
   # Undone: still on nvidia, driver_override untouched, persistence mode on again.
   [ "$(basename "$(readlink "$dev/driver")")" = nvidia ]
   [ "$(cat "$dev/driver_override")" = '(null)' ]
-  [ -z "$(cat "$r/sys/bus/pci/drivers/nvidia/unbind")" ]
+  [ "$(grep -c "^sys/bus/pci/drivers/nvidia/unbind=$bus" "$(kernel_log)")" -eq 0 ]
   node_smi "$GPU_NODE" -q -i "$bus" | grep -E 'Persistence Mode +: Enabled'
-  uid=$(k get resourceclaim "$(claim_of v1 gpu)" -o jsonpath='{.metadata.uid}')
-  cp="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER/checkpoint.json"
-  wait_for 30 "no record of the failed claim" eval "[[ \$(jq --arg u $uid '.data.preparedClaims[\$u] // {} | .steps // [] | length' $cp) -eq 0 ]]"
+  wait_for 30 "no record of the failed claim" claim_unrecorded "$(claim_of v1 gpu)"
   k delete pod v1 --wait=true --timeout=60s >/dev/null
   echo 0 >"$dev/sriov_numvfs"
+}
+
+@test "VFIO: a pod sees /dev/vfio/<group> while its GPU is on vfio-pci; after delete the GPU is back on nvidia" {
+  local bus grp r
+  bus=$(bus_of gpu-vfio-6)
+  [[ -n $bus ]]
+  grp=$(group_of "$bus") r=$(fake_host "$GPU_NODE")
+  [ "$(full_gpu_of_bus "$bus")" != "" ]
+  vfio_claim_pod v6 6
+  wait_pod_phase v6 Running 90
+  wait_for 30 "v6 to list /dev/vfio/$grp" sees_group v6 "$grp"
+  k logs v6
+  [ "$(allocated "$(claim_of v6 gpu)")" = "$GPU_NODE/gpu-vfio-6" ]
+  # While it runs: on vfio-pci through driver_override, the group's device node exists, persistence
+  # mode off, and the full GPU of the same bus id is not published.
+  [ "$(driver_of "$bus")" = vfio-pci ]
+  [ "$(cat "$r/sys/bus/pci/devices/$bus/driver_override")" = vfio-pci ]
+  [ -c "$r/dev/vfio/$grp" ]
+  [ "$(persistence_of "$bus")" = Disabled ]
+  wait_for 30 "the full GPU of $bus to be unpublished" eval '[[ -z $(full_gpu_of_bus "$bus") ]]'
+  # The kernel saw the handover in the documented order.
+  [ "$(grep -E "^sys/bus/pci/(devices/$bus/driver_override=|drivers/[a-z-]+/(un)?bind=$bus)" "$(kernel_log)" | cut -d= -f1 | sed "s|devices/$bus/||" | xargs)" = \
+    "sys/bus/pci/driver_override sys/bus/pci/drivers/nvidia/unbind sys/bus/pci/driver_override sys/bus/pci/drivers/vfio-pci/bind" ]
+  k delete pod v6 --wait=true --timeout=60s >/dev/null
+  wait_for 60 "GPU $bus back on nvidia" eval '[[ $(driver_of "$bus") == nvidia ]]'
+  [ "$(cat "$r/sys/bus/pci/devices/$bus/driver_override")" = '(null)' ]
+  [ ! -e "$r/dev/vfio/$grp" ]
+  wait_for 30 "persistence mode on for $bus" eval '[[ $(persistence_of "$bus") == Enabled ]]'
+  wait_for 30 "the full GPU of $bus to be published again" eval '[[ -n $(full_gpu_of_bus "$bus") ]]'
+  [ "$(grep -c ' error: ' "$(kernel_log)")" -eq 0 ]
+}
+
+@test "VFIO: a bind to vfio-pci that fails is undone (GPU on nvidia, persistence on, no record); the pod starts once the fault is gone" {
+  local bus grp r
+  bus=$(bus_of gpu-vfio-5)
+  [[ -n $bus ]]
+  grp=$(group_of "$bus") r=$(fake_host "$GPU_NODE")
+  # The fault: the kernel refuses the bind (EIO); the plugin sees no driver link appear.
+  echo drivers/vfio-pci/bind >"$(kernel_faults)"
+  vfio_claim_pod v5 5
+  wait_for 90 "a failed bind of v5" failures_at_least v5 1 'was written to /host-root/sys/bus/pci/drivers/vfio-pci/bind; expected driver "vfio-pci"'
+  [ "$(allocated "$(claim_of v5 gpu)")" = "$GPU_NODE/gpu-vfio-5" ]
+  [ "$(k get pod v5 -o jsonpath='{.status.phase}')" = Pending ]
+  grep -q "^sys/bus/pci/drivers/vfio-pci/bind=$bus error: " "$(kernel_log)"
+  # Undone: unbound from nvidia and bound to it again, driver_override cleared, persistence on.
+  [ "$(driver_of "$bus")" = nvidia ]
+  grep -q "^sys/bus/pci/drivers/nvidia/bind=$bus\$" "$(kernel_log)"
+  [ "$(cat "$r/sys/bus/pci/devices/$bus/driver_override")" = '(null)' ]
+  [ ! -e "$r/dev/vfio/$grp" ]
+  [ "$(persistence_of "$bus")" = Enabled ]
+  wait_for 30 "no record of the failed claim" claim_unrecorded "$(claim_of v5 gpu)"
+  # The fault removed: the kubelet's retry (nudged, see the VF test) prepares it.
+  rm -f "$(kernel_faults)"
+  wait_for 90 "v5 to start after the fault is gone" nudged v5 eval '[[ $(k get pod v5 -o jsonpath="{.status.phase}") == Running ]]'
+  wait_for 30 "v5 to list /dev/vfio/$grp" sees_group v5 "$grp"
+  [ "$(driver_of "$bus")" = vfio-pci ]
+  k delete pod v5 --wait=true --timeout=60s >/dev/null
+  wait_for 60 "GPU $bus back on nvidia" eval '[[ $(driver_of "$bus") == nvidia ]]'
 }
