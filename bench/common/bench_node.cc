@@ -61,6 +61,7 @@ BenchNode::BenchNode(Options options) : options_(std::move(options)) {
   argv.push_back(nullptr);
 
   const absl::Time start = absl::Now();
+  started_at_ = start;
   pid_ = fork();
   if (pid_ == 0) {
     if (std::freopen(log_.c_str(), "w", stderr) == nullptr) _exit(126);
@@ -158,6 +159,16 @@ void BenchNode::Unprepare(int i, const std::string& uid) {
   grpc::Status s = stub_->NodeUnprepareResources(&ctx, req, &resp);
   if (!s.ok()) Die("NodeUnprepareResources: " + s.error_message());
   if (!resp.claims().at(uid).error().empty()) Die("unprepare: " + resp.claims().at(uid).error());
+}
+
+void BenchNode::PrepareNothing() {
+  drapb::NodePrepareResourcesRequest req;
+  drapb::NodePrepareResourcesResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
+  grpc::Status s = stub_->NodePrepareResources(&ctx, req, &resp);
+  if (!s.ok()) Die("NodePrepareResources (no claims): " + s.error_message());
+  if (resp.claims_size() != 0) Die("NodePrepareResources (no claims) answered claims");
 }
 
 }  // namespace dra::bench

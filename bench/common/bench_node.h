@@ -51,6 +51,8 @@ class BenchNode {
   const std::string& node() const { return node_; }
   k8s::Client* client() { return client_.get(); }
   absl::Duration time_to_slices() const { return time_to_slices_; }
+  // When the plugin was forked (wall clock, as its log's timestamps).
+  absl::Time started_at() const { return started_at_; }
   const std::string& log_path() const { return log_; }
 
   // A ResourceClaim "<node>-c<i>" in namespace default, allocated (status written as the
@@ -63,6 +65,10 @@ class BenchNode {
   // One NodePrepareResources / NodeUnprepareResources call for that claim, as the kubelet makes.
   void Prepare(int i, const std::string& uid);
   void Unprepare(int i, const std::string& uid);
+  // A NodePrepareResources call with no claims: the plugin answers it before any work (no trace,
+  // no lock), so its round trip is the floor of the transport (gRPC over the unix socket, both
+  // sides' protobuf, the thread wake-ups) and of this client.
+  void PrepareNothing();
 
  private:
   std::string ClaimName(int i) const { return absl::StrCat(node_, "-c", i); }
@@ -77,6 +83,7 @@ class BenchNode {
   std::vector<std::string> claims_;
   pid_t pid_ = -1;
   absl::Duration time_to_slices_;
+  absl::Time started_at_;
 };
 
 }  // namespace dra::bench

@@ -6,6 +6,9 @@
 //   * a concurrent run: --concurrent claims (64) prepared and unprepared from --threads client
 //     threads (8), as the kubelet starts pods in parallel; each thread keeps to its own GPU so
 //     that no two prepared claims share a device; prepares per second;
+//   * --empty-calls (200) NodePrepareResources calls with no claims before the sequential run:
+//     the round trip of the transport alone, and the CPU per call of client and plugin;
+//   * the CPU per claim of client and plugin over the sequential run;
 //   * the plugin's peak RSS (VmHWM), and the mock NVML library's share of its resident memory;
 //   * with --trace: the plugin's per-stage trace (--prepare-trace, lib/common/trace.h) as p50/p99
 //     per stage over the sequential prepares and unprepares, and the claim cache's hit rate.
@@ -19,9 +22,12 @@
 //
 // Usage: prepare_bench [--mode full|dynamic-mig|both] [--claims N] [--mig-claims N]
 //                      [--concurrent N] [--threads N] [--trace] [--plugin PATH]
-//                      [--plugin-arg ARG]...   (needs hack/cluster/up.sh first)
+//                      [--empty-calls N] [--save-log PATH] [--plugin-arg ARG]...   (needs
+//                      hack/cluster/up.sh first)
 
+#include <sys/resource.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -40,7 +47,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/civil_time.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bench/common/bench_node.h"
 
 namespace {
@@ -115,6 +124,44 @@ std::vector<std::map<std::string, int64_t>> TraceLines(const std::string& log,
   return out;
 }
 
+// Milestones of the plugin's start-up, from its log's klog timestamps ("I1126 20:25:32.952275",
+// local time of day), as ms after `fork` (the wall clock when the bench forked it): the first
+// line (flags parsed: exec, dynamic loading and static initialization before it), devices
+// discovered, the kubelet socket serving, start-up done, and the first slices created (the
+// publisher's own thread). Lines that are missing print as -1.
+void PrintStartup(const std::string& log, absl::Time fork, absl::Duration visible) {
+  const absl::TimeZone tz = absl::LocalTimeZone();
+  const absl::CivilSecond day = absl::ToCivilDay(fork, tz);
+  auto at = [&](const std::string& line) -> double {
+    // "I1126 20:25:32.952275 ..." : the time of day starts at column 6.
+    if (line.size() < 21) return -1;
+    int h = 0, m = 0;
+    double sec = 0;
+    if (std::sscanf(line.c_str() + 6, "%d:%d:%lf", &h, &m, &sec) != 3) return -1;
+    const absl::Time t =
+        absl::FromCivil(absl::CivilSecond(day.year(), day.month(), day.day(), h, m, 0), tz) +
+        absl::Seconds(sec);
+    return absl::ToDoubleMilliseconds(t - fork);
+  };
+  const std::vector<std::pair<const char*, const char*>> marks = {
+      {"first log line", ""},
+      {"devices discovered", "\"discovered devices\""},
+      {"kubelet socket serving", "\"kubelet plugin started\""},
+      {"start-up done", "\"gpu-kubelet-plugin running\""},
+      {"slices created", "\"published resource slices\""}};
+  std::vector<double> ms(marks.size(), -1);
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    for (size_t i = 0; i < marks.size(); ++i) {
+      if (ms[i] < 0 && line.find(marks[i].second) != std::string::npos) ms[i] = at(line);
+    }
+  }
+  std::printf("  start-up (ms after fork):");
+  for (size_t i = 0; i < marks.size(); ++i) std::printf(" %s %.1f;", marks[i].first, ms[i]);
+  std::printf(" visible to the bench's List %.1f\n", absl::ToDoubleMilliseconds(visible));
+}
+
 // p50/p99 of each "<stage>Us" over `lines` (calls where the stage ran).
 void PrintStages(const char* title, const std::vector<std::map<std::string, int64_t>>& lines) {
   std::vector<std::string> order;
@@ -136,14 +183,76 @@ void PrintStages(const char* title, const std::vector<std::map<std::string, int6
   }
 }
 
+// CPU time in ms used so far by this process (the client: every thread of the bench).
+double SelfCpuMs() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto ms = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) * 1e3 + static_cast<double>(tv.tv_usec) / 1e3;
+  };
+  return ms(ru.ru_utime) + ms(ru.ru_stime);
+}
+
+// utime + stime of /proc/<pid>/stat: every thread's, also of threads that have exited (a gRPC
+// server thread may end after its call), in clock ticks.
+double ProcessCpuMs(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::vector<std::string> fields = absl::StrSplit(text.substr(paren + 2), ' ');
+  // After "pid (comm) ": field 3 (state) is index 0, so utime (14) and stime (15) are 11 and 12.
+  double utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) ||
+      !absl::SimpleAtod(fields[12], &stime)) {
+    return 0;
+  }
+  return (utime + stime) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU spent by client and plugin over a run of calls.
+struct CpuUse {
+  double client_ms = 0, plugin_ms = 0;
+};
+
+class CpuMeter {
+ public:
+  explicit CpuMeter(pid_t pid) : pid_(pid), client0_(SelfCpuMs()), plugin0_(ProcessCpuMs(pid)) {}
+  CpuUse Done() const { return {SelfCpuMs() - client0_, ProcessCpuMs(pid_) - plugin0_}; }
+
+ private:
+  pid_t pid_;
+  double client0_, plugin0_;
+};
+
 // Sequential prepare then unprepare of claims [0, n), one claim per call.
 struct Sequential {
   std::vector<double> prep_ms, unprep_ms;
   double seconds = 0;
+  CpuUse cpu;  // both calls of all n claims
 };
+
+// `n` NodePrepareResources calls with no claims, one after another (the transport's floor).
+struct Empty {
+  std::vector<double> ms;
+  CpuUse cpu;
+};
+
+Empty RunEmpty(dra::bench::BenchNode& node, int n) {
+  Empty out;
+  CpuMeter meter(node.pid());
+  for (int i = 0; i < n; ++i) {
+    const absl::Time t0 = absl::Now();
+    node.PrepareNothing();
+    out.ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+  }
+  out.cpu = meter.Done();
+  return out;
+}
 
 Sequential RunSequential(dra::bench::BenchNode& node, const std::vector<std::string>& uids, int n) {
   Sequential out;
+  CpuMeter meter(node.pid());
   const absl::Time start = absl::Now();
   for (int i = 0; i < n; ++i) {
     absl::Time t0 = absl::Now();
@@ -154,6 +263,7 @@ Sequential RunSequential(dra::bench::BenchNode& node, const std::vector<std::str
     out.unprep_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
   }
   out.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  out.cpu = meter.Done();
   return out;
 }
 
@@ -189,7 +299,8 @@ MigRun RunDynamicMig(const std::string& plugin, std::vector<std::string> plugin_
 
 // The full-GPU run (the budgets of docs/performance.md): sequential, then concurrent claims.
 Sequential RunFull(const std::string& plugin, const std::vector<std::string>& plugin_args,
-                   int claims, int concurrent, int threads, bool trace) {
+                   int claims, int concurrent, int threads, bool trace, int empty_calls,
+                   const std::string& save_log) {
   dra::bench::BenchNode node({.tool = "prepare_bench",
                               .plugin = plugin,
                               .node_prefix = "bench-node",
@@ -202,6 +313,7 @@ Sequential RunFull(const std::string& plugin, const std::vector<std::string>& pl
   // comes seconds after its scheduling, so the bench does not race its own setup.
   absl::SleepFor(absl::Milliseconds(200));
 
+  const Empty empty = RunEmpty(node, empty_calls);
   Sequential seq = RunSequential(node, uids, claims);
   const std::vector<double>& prep_ms = seq.prep_ms;
   const std::vector<double>& unprep_ms = seq.unprep_ms;
@@ -232,6 +344,12 @@ Sequential RunFull(const std::string& plugin, const std::vector<std::string>& pl
   const std::string log = node.log_path();
   auto prep_traces = TraceLines(log, "prepare trace");
   auto unprep_traces = TraceLines(log, "unprepare trace");
+  const absl::Time started_at = node.started_at();
+  if (!save_log.empty()) {
+    std::ifstream in(log, std::ios::binary);
+    std::ofstream out(save_log, std::ios::binary);
+    out << in.rdbuf();
+  }
   node.Stop();
 
   std::printf("prepare_bench: %d claims (8 mock H100 GPUs, one claim per call, real API server)\n",
@@ -241,11 +359,23 @@ Sequential RunFull(const std::string& plugin, const std::vector<std::string>& pl
   std::printf("\n");
   WithBudget("start -> ResourceSlices visible", absl::ToDoubleMilliseconds(node.time_to_slices()),
              kStartToSlicesMs, "ms");
+  PrintStartup(log, started_at, node.time_to_slices());
   WithBudget("prepare p50", Percentile(prep_ms, 0.5), kPrepareP50Ms, "ms");
   WithBudget("prepare p99", Percentile(prep_ms, 0.99), kPrepareP99Ms, "ms");
   WithBudget("unprepare p50", Percentile(unprep_ms, 0.5), kUnprepareP50Ms, "ms");
   std::printf("  %-34s %8.2f ms   (no budget)\n", "unprepare p99", Percentile(unprep_ms, 0.99));
   std::printf("  %-34s %8.1f /s\n", "claims/s (prepare+unprepare)", claims / seconds);
+  if (claims > 0) {
+    std::printf("  %-34s %8.3f ms client, %.3f ms plugin (utime+stime; status writes too)\n",
+                "CPU per claim (prepare+unprepare)", seq.cpu.client_ms / claims,
+                seq.cpu.plugin_ms / claims);
+  }
+  if (empty_calls > 0) {
+    std::printf("  %-34s %8.3f ms p50, %.3f ms p99; CPU per call %.3f ms client, %.3f ms plugin\n",
+                "empty call (0 claims: transport)", Percentile(empty.ms, 0.5),
+                Percentile(empty.ms, 0.99), empty.cpu.client_ms / empty_calls,
+                empty.cpu.plugin_ms / empty_calls);
+  }
   std::printf(
       "  concurrent: %d claims from %d threads: %.1f prepares/s (with their unprepares), "
       "prepare p50 %.2f ms p99 %.2f ms\n",
@@ -292,6 +422,8 @@ int main(int argc, char** argv) {
   int concurrent = 64;
   int threads = 8;
   bool trace = false;
+  int empty_calls = 200;
+  std::string save_log;
   std::vector<std::string> plugin_args = {"--kube-api-qps=1000", "--kube-api-burst=1000"};
   std::string plugin = std::string(DRA_BINARY_DIR) + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
   for (int i = 1; i < argc; ++i) {
@@ -317,6 +449,10 @@ int main(int argc, char** argv) {
       plugin = value();
     } else if (a == "--plugin-arg") {
       plugin_args.push_back(value());
+    } else if (a == "--empty-calls") {
+      empty_calls = std::max(0, std::atoi(value().c_str()));
+    } else if (a == "--save-log") {
+      save_log = value();
     } else if (a == "--trace") {
       trace = true;
     } else {
@@ -328,7 +464,9 @@ int main(int argc, char** argv) {
   if (trace) plugin_args.push_back("--prepare-trace");
   const bool full = mode != "dynamic-mig";
   Sequential full_seq;
-  if (full) full_seq = RunFull(plugin, plugin_args, claims, concurrent, threads, trace);
+  if (full)
+    full_seq =
+        RunFull(plugin, plugin_args, claims, concurrent, threads, trace, empty_calls, save_log);
   if (mode == "full") return 0;
 
   const MigRun mig = RunDynamicMig(plugin, plugin_args, mig_claims);

@@ -14,6 +14,12 @@
 #include "lib/common/status.h"
 
 namespace dra::kubeletplugin {
+namespace {
+
+constexpr int kMinPollers = 1;
+constexpr int kMaxPollers = 4;
+
+}  // namespace
 
 absl::Status CheckUnixSocketPath(const std::string& path) {
   if (path.empty() || path[0] != '/') {
@@ -51,6 +57,14 @@ absl::StatusOr<std::unique_ptr<UnixGrpcServer>> UnixGrpcServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", path), grpc::InsecureServerCredentials());
   for (grpc::Service* service : services) builder.RegisterService(service);
+  // The synchronous server's threads poll for calls and run them. gRPC's default (at least 1
+  // polling thread, at most 2) makes a thread and ends another whenever a call arrives while the
+  // thread of the call before has not yet gone back to polling: the kubelet's next call right
+  // after a response, or concurrent calls. Up to kMaxPollers threads that have served a call stay
+  // and poll instead (threads are only made when every one is busy), so a burst of calls does not
+  // pay a thread start each (docs/performance.md "Third pass").
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, kMinPollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     // gRPC logs the reason itself; the usual ones are a missing directory or no permission.
