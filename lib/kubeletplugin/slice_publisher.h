@@ -84,6 +84,7 @@ class SlicePublisher {
   void Run();
   void Enqueue(const std::string& pool, absl::Duration delay);
   absl::Status SyncPool(const std::string& pool);
+  bool WakeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || queued_; }
 
   k8s::Client* const client_;
   const Options options_;
@@ -99,7 +100,12 @@ class SlicePublisher {
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Set when queue_ gets an entry or an earlier due time: wakes the worker at once (it would
+  // otherwise sleep out its wait, up to 100 ms, before publishing the first slices).
+  bool queued_ ABSL_GUARDED_BY(mu_) = false;
   int writes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Pools whose sync the worker has begun at least once (only the worker thread touches it).
+  std::set<std::string> tried_;
   std::thread worker_;
 };
 
