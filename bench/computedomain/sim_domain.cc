@@ -25,6 +25,7 @@ namespace dra::bench {
 namespace {
 
 constexpr k8s::ResourceInfo kNamespace{"", "v1", "Namespace", "namespaces", false};
+constexpr k8s::ResourceInfo kConfigMaps{"", "v1", "ConfigMap", "configmaps", true};
 constexpr char kBenchLabel[] = "dra.bench/computedomain";
 constexpr k8s::ResourceInfo kPolicy{"admissionregistration.k8s.io", "v1",
                                     "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
@@ -86,6 +87,13 @@ absl::Status SimDomain::Setup() {
     if (!made.ok()) return made.status();
   }
   if (absl::Status s = FenceOtherControllers(); !s.ok()) return s;
+  // The daemon pods' controller. A DaemonSet pod is controlled by its DaemonSet; without a
+  // controller the domain's DaemonSet (whose selector the pods match) would adopt them and delete
+  // them, as pods on nodes it does not select (kube-controller-manager's DELETE pods).
+  Count("POST configmaps");
+  auto owner = client_->Create(kConfigMaps, driver_ns_, {{"metadata", {{"name", "pod-owner"}}}});
+  if (!owner.ok()) return owner.status();
+  pod_owner_uid_ = (*owner)["metadata"]["uid"];
   for (int i = 0; i < o_.nodes; ++i) {
     auto n = std::make_unique<Node>();
     n->i = i;
@@ -257,7 +265,13 @@ absl::Status SimDomain::StartNode(Node& n) {
       {"metadata",
        {{"name", n.pod_name},
         {"namespace", driver_ns_},
-        {"labels", {{std::string(k8s::kComputeDomainLabel), cd_uid_}, {kBenchLabel, run_id_}}}}},
+        {"labels", {{std::string(k8s::kComputeDomainLabel), cd_uid_}, {kBenchLabel, run_id_}}},
+        {"ownerReferences",
+         {{{"apiVersion", "v1"},
+           {"kind", "ConfigMap"},
+           {"name", "pod-owner"},
+           {"uid", pod_owner_uid_},
+           {"controller", true}}}}}},
       {"spec",
        {{"nodeName", n.node_name},
         {"tolerations", {{{"operator", "Exists"}}}},

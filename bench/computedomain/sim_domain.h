@@ -154,6 +154,7 @@ class SimDomain {
 
   const SimOptions o_;
   std::string run_id_;
+  std::string pod_owner_uid_;  // the ConfigMap that controls the daemon pods
   std::string driver_ns_, cd_ns_, cd_name_ = "bench-domain", cd_uid_, cluster_uuid_;
   std::string dir_;
   std::string policy_name_;

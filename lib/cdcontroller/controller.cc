@@ -1,8 +1,13 @@
 #include "lib/cdcontroller/controller.h"
 
+#include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/cdcontroller/clique_sync.h"
 #include "lib/cdcontroller/controller_internal.h"
 #include "lib/cdcontroller/render.h"
 #include "lib/cdcontroller/status.h"
@@ -21,6 +26,14 @@ using k8s::ResourceClaimTemplate;
 using internal::DomainLabel;
 using internal::kIndexByDomain;
 using internal::kIndexByUid;
+
+// Whether `a` is a later version of the same object than `b` (resourceVersions of one object from
+// etcd increase; anything unparsable counts as not newer, so the informer's copy is used).
+bool NewerVersion(const k8s::ObjectMeta& a, const k8s::ObjectMeta& b) {
+  uint64_t va = 0, vb = 0;
+  return a.uid == b.uid && absl::SimpleAtoi(a.resource_version, &va) &&
+         absl::SimpleAtoi(b.resource_version, &vb) && va > vb;
+}
 
 std::string Describe(const ComputeDomain& cd) {
   return absl::StrCat(cd.metadata.namespace_name, "/", cd.metadata.name);
@@ -169,7 +182,11 @@ absl::Status Controller::ReconcileDomain(const std::string& uid) {
   }
   if (!config_.host_managed()) RETURN_IF_ERROR(EnsureDaemonObjects(cd));
   RETURN_IF_ERROR(EnsureWorkloadClaimTemplate(cd));
-  return SyncStatus(cd);
+  std::vector<ComputeDomainClique> cliques;
+  if (!config_.host_managed() && config_.cliques_enabled) {
+    ASSIGN_OR_RETURN(cliques, SyncCliques(cd));
+  }
+  return SyncStatus(cd, cliques);
 }
 
 absl::Status Controller::ConfirmLive(const ComputeDomain& cd) {
@@ -225,17 +242,16 @@ absl::Status Controller::EnsureWorkloadClaimTemplate(const ComputeDomain& cd) {
       absl::StrCat("spec.channel.resourceClaimTemplate.name of ComputeDomain ", Describe(cd)));
 }
 
-absl::Status Controller::SyncStatus(const ComputeDomain& cd) {
+absl::Status Controller::SyncStatus(const ComputeDomain& cd,
+                                    const std::vector<ComputeDomainClique>& held) {
   const std::string& uid = cd.metadata.uid;
   std::vector<k8s::ComputeDomainNode> nodes;
   if (!config_.host_managed()) {
     std::vector<DaemonPod> pods;
     for (const auto& p : pods_->ByIndex(kIndexByDomain, uid)) pods.push_back(DaemonPodFromPod(*p));
     if (config_.cliques_enabled) {
-      std::vector<std::shared_ptr<const ComputeDomainClique>> held =
-          cliques_->ByIndex(kIndexByDomain, uid);
       std::vector<const ComputeDomainClique*> cliques;
-      for (const auto& c : held) cliques.push_back(c.get());
+      for (const ComputeDomainClique& c : held) cliques.push_back(&c);
       nodes = BuildNodes(cliques, pods);
     } else {
       nodes = BuildNodesWithoutCliques(cd.status.nodes, pods);
@@ -262,35 +278,143 @@ absl::Status Controller::SyncStatus(const ComputeDomain& cd) {
   return absl::OkStatus();
 }
 
-absl::Status Controller::PruneClique(const std::string& key) {
-  std::shared_ptr<const ComputeDomainClique> clique = cliques_->Get(key);
-  if (!clique) return absl::OkStatus();
-  const std::string uid = DomainLabel(clique->metadata);
-  std::set<std::string> nodes;
-  for (const auto& p : pods_->ByIndex(kIndexByDomain, uid)) {
-    if (!p->spec.node_name.empty()) nodes.insert(p->spec.node_name);
+std::shared_ptr<const ComputeDomainClique> Controller::KnownClique(const std::string& key) const {
+  std::shared_ptr<const ComputeDomainClique> cached = cliques_->Get(key);
+  absl::MutexLock lock(&mu_);
+  auto it = clique_written_.find(key);
+  if (it == clique_written_.end()) return cached;
+  if (!cached || NewerVersion(it->second->metadata, cached->metadata)) return it->second;
+  return cached;
+}
+
+void Controller::RememberClique(const ComputeDomainClique& written) {
+  const std::string key = absl::StrCat(written.metadata.namespace_name, "/", written.metadata.name);
+  absl::MutexLock lock(&mu_);
+  clique_written_[key] = std::make_shared<const ComputeDomainClique>(written);
+  std::map<std::string, int64_t>& indices = clique_indices_[key];
+  indices.clear();
+  for (const k8s::ComputeDomainDaemonInfo& d : written.daemons) indices[d.node_name] = d.index;
+}
+
+void Controller::ForgetClique(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  clique_written_.erase(key);
+}
+
+absl::StatusOr<std::vector<ComputeDomainClique>> Controller::SyncCliques(const ComputeDomain& cd) {
+  const std::string& uid = cd.metadata.uid;
+  std::vector<DaemonPod> pods;
+  for (const auto& p : pods_->ByIndex(kIndexByDomain, uid)) pods.push_back(DaemonPodFromPod(*p));
+  // Every clique ID with a daemon pod, and every clique of the domain that exists.
+  std::set<std::string> clique_ids;
+  for (const DaemonPod& p : pods) {
+    if (!p.non_fabric() && p.has_clique_label) clique_ids.insert(p.clique_id);
   }
-  if (!PrunedDaemons(*clique, nodes)) return absl::OkStatus();
-  // The pod cache may lag behind the clique cache (a daemon registers right after its pod
-  // starts): only what the API server confirms is stale is removed.
-  k8s::ListOptions selector{.label_selector = absl::StrCat(k8s::kComputeDomainLabel, "=", uid)};
-  ASSIGN_OR_RETURN(nlohmann::json live,
-                   client_->ListAll(k8s::Pod::kResource, config_.driver_namespace, selector));
-  for (const nlohmann::json& item : live["items"]) {
-    if (auto pod = k8s::Pod::FromJson(item); pod.ok() && !pod->spec.node_name.empty()) {
-      nodes.insert(pod->spec.node_name);
+  for (const auto& c : cliques_->ByIndex(kIndexByDomain, uid)) {
+    auto it = c->metadata.labels.find(std::string(k8s::kComputeDomainCliqueLabel));
+    if (it != c->metadata.labels.end() && !it->second.empty()) clique_ids.insert(it->second);
+  }
+  std::optional<std::vector<DaemonPod>> live_pods;  // listed once, when a removal needs it
+  std::vector<ComputeDomainClique> out;
+  absl::Status first_error;
+  for (const std::string& clique_id : clique_ids) {
+    absl::StatusOr<std::optional<ComputeDomainClique>> c =
+        SyncClique(cd, clique_id, pods, &live_pods);
+    if (!c.ok()) {
+      // The other cliques still get their writes; the key is retried.
+      if (first_error.ok()) first_error = c.status();
+      continue;
     }
+    if (c->has_value()) out.push_back(std::move(**c));
   }
-  std::optional<std::vector<k8s::ComputeDomainDaemonInfo>> kept = PrunedDaemons(*clique, nodes);
-  if (!kept) return absl::OkStatus();
-  ComputeDomainClique next = *clique;
-  next.daemons = *kept;
-  absl::StatusOr<nlohmann::json> updated = client_->Update(
-      ComputeDomainClique::kResource, clique->metadata.namespace_name, next.ToJson());
-  if (!updated.ok()) return Annotate(updated.status(), absl::StrCat("prune clique ", key));
-  DRA_INFO("removed clique entries of nodes without a daemon pod", "clique", key, "removed",
-           clique->daemons.size() - kept->size());
-  return absl::OkStatus();
+  if (!first_error.ok()) return first_error;
+  return out;
+}
+
+absl::StatusOr<std::optional<ComputeDomainClique>> Controller::SyncClique(
+    const ComputeDomain& cd, const std::string& clique_id,
+    const std::vector<DaemonPod>& cached_pods, std::optional<std::vector<DaemonPod>>* live_pods) {
+  const std::string& uid = cd.metadata.uid;
+  const std::string& ns = config_.driver_namespace;
+  const std::string name = k8s::CliqueObjectName(uid, clique_id);
+  const std::string key = absl::StrCat(ns, "/", name);
+  std::shared_ptr<const ComputeDomainClique> known = KnownClique(key);
+  if (known && DomainLabel(known->metadata) != uid) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ComputeDomainClique ", key, ": label ", k8s::kComputeDomainLabel, " is \"",
+                     DomainLabel(known->metadata), "\", expected \"", uid, "\""));
+  }
+  std::map<std::string, int64_t> remembered;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = clique_indices_.find(key); it != clique_indices_.end()) remembered = it->second;
+  }
+  const std::vector<k8s::ComputeDomainDaemonInfo> none;
+  const std::vector<k8s::ComputeDomainDaemonInfo>& existing = known ? known->daemons : none;
+  CliqueDaemons desired = DesiredCliqueDaemons(existing, cached_pods, clique_id, remembered,
+                                               config_.max_nodes_per_imex_domain);
+  if (RemovesNodes(existing, desired.daemons)) {
+    // The pod cache may lag behind the clique (another controller instance wrote it from a newer
+    // view): only what the API server confirms is gone is removed.
+    if (!live_pods->has_value()) {
+      k8s::ListOptions selector{.label_selector = absl::StrCat(k8s::kComputeDomainLabel, "=", uid)};
+      ASSIGN_OR_RETURN(nlohmann::json live, client_->ListAll(k8s::Pod::kResource, ns, selector));
+      std::vector<DaemonPod> listed;
+      for (const nlohmann::json& item : live["items"]) {
+        if (auto pod = k8s::Pod::FromJson(item); pod.ok()) listed.push_back(DaemonPodFromPod(*pod));
+      }
+      *live_pods = std::move(listed);
+    }
+    CliqueDaemons confirmed = DesiredCliqueDaemons(existing, **live_pods, clique_id, remembered,
+                                                   config_.max_nodes_per_imex_domain);
+    if (RemovesNodes(existing, confirmed.daemons)) {
+      DRA_INFO("removing clique entries of nodes without a running daemon pod", "clique", key,
+               "entries", existing.size(), "kept", confirmed.daemons.size());
+    }
+    desired = std::move(confirmed);
+  }
+  if (!desired.unplaced.empty()) {
+    DRA_WARNING("no available indices within maxNodesPerIMEXDomain", "clique", key,
+                "maxNodesPerIMEXDomain", config_.max_nodes_per_imex_domain, "unplaced",
+                absl::StrJoin(desired.unplaced, ","));
+  }
+  if (desired.daemons.empty()) {
+    // No daemon left: the clique goes (its owner references would also let the garbage
+    // collector remove it, but not one whose pods are gone already).
+    if (!known) return std::nullopt;
+    k8s::DeleteOptions opts;
+    opts.resource_version = known->metadata.resource_version;
+    absl::Status deleted = client_->Delete(ComputeDomainClique::kResource, ns, name, opts);
+    if (!deleted.ok() && !absl::IsNotFound(deleted)) {
+      return Annotate(deleted, absl::StrCat("delete empty ComputeDomainClique ", key));
+    }
+    ForgetClique(key);
+    DRA_INFO("deleted ComputeDomainClique without daemons", "clique", key);
+    return std::nullopt;
+  }
+  ComputeDomainClique next =
+      CliqueObject(known ? *known : ComputeDomainClique{}, ns, uid, clique_id, desired);
+  if (known && !CliqueDiffers(*known, next)) return std::optional<ComputeDomainClique>(*known);
+  absl::StatusOr<nlohmann::json> written;
+  if (known) {
+    written = client_->Update(ComputeDomainClique::kResource, ns, next.ToJson());
+  } else {
+    nlohmann::json object = next.ToJson();
+    if (object.contains("metadata")) {
+      for (const char* k : {"resourceVersion", "uid", "creationTimestamp", "managedFields"}) {
+        object["metadata"].erase(k);
+      }
+    }
+    written = client_->Create(ComputeDomainClique::kResource, ns, object);
+  }
+  if (!written.ok()) {
+    return Annotate(written.status(),
+                    absl::StrCat(known ? "update" : "create", " ComputeDomainClique ", key));
+  }
+  ASSIGN_OR_RETURN(ComputeDomainClique result, ComputeDomainClique::FromJson(*written));
+  RememberClique(result);
+  DRA_VLOG(1, "wrote ComputeDomainClique", "clique", key, "daemons", result.daemons.size());
+  return std::optional<ComputeDomainClique>(std::move(result));
 }
 
 void Controller::RecordStatus(const std::string& uid, const std::string& status) {
@@ -306,6 +430,13 @@ void Controller::RecordStatus(const std::string& uid, const std::string& status)
 void Controller::ForgetStatus(const std::string& uid) {
   absl::MutexLock lock(&mu_);
   written_.erase(uid);
+  const std::string prefix = absl::StrCat(config_.driver_namespace, "/", uid, ".");
+  for (auto it = clique_indices_.begin(); it != clique_indices_.end();) {
+    it = absl::StartsWith(it->first, prefix) ? clique_indices_.erase(it) : std::next(it);
+  }
+  for (auto it = clique_written_.begin(); it != clique_written_.end();) {
+    it = absl::StartsWith(it->first, prefix) ? clique_written_.erase(it) : std::next(it);
+  }
   reported_.erase(uid);
   if (info_gauge_ == nullptr) return;
   auto it = statuses_.find(uid);

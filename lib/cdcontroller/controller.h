@@ -2,23 +2,26 @@
 
 // The ComputeDomain controller. For every ComputeDomain it
 // adds the finalizer, creates the IMEX daemons' DaemonSet and ResourceClaimTemplate in the driver
-// namespace and the workload ResourceClaimTemplate in the domain's namespace (render.h), and keeps
-// status.nodes / status.status in line with the domain's cliques and daemon pods (status.h). When
-// the domain is deleted it removes those objects and the domain's node labels, in order, then its
-// finalizer. Objects and node labels left behind by domains that no longer exist are cleaned up at
-// start and every cleanup_interval (node labels also on every domain event).
+// namespace and the workload ResourceClaimTemplate in the domain's namespace (render.h), writes
+// the domain's ComputeDomainCliques from its daemon pods (clique_sync.h: the controller is their
+// only writer; each daemon only labels its own pod), and keeps status.nodes / status.status in
+// line with them (status.h). When the domain is deleted it removes those objects and the
+// domain's node labels, in order, then its finalizer. Objects and node labels left behind by
+// domains that no longer exist are cleaned up at start and every cleanup_interval (node labels also
+// on every domain event).
 //
 // Everything is driven by informer events through one WorkQueue (work_queue.h); each work item
-// works on one key (a domain UID, a clique, "gc", "node-labels"), so one domain is never
-// reconciled twice at once, and a burst of clique or pod events costs one status write. Writes
-// carry the resourceVersion read (Update, or a merge patch with metadata.resourceVersion), so
-// concurrent writers (daemons, a second controller during a leader hand-over) never overwrite
-// each other: a Conflict retries with backoff on fresh data.
+// works on one key (a domain UID, "gc", "node-labels"), so one domain is never
+// reconciled twice at once, and a burst of pod events costs one write per clique and one status
+// write. Writes carry the resourceVersion read (Update, or a merge patch with
+// metadata.resourceVersion), so concurrent writers (a second controller during a leader
+// hand-over, a user) never overwrite each other: a Conflict retries with backoff on fresh data.
 //
 // Thread-safety: Start and Stop from one thread; the rest is internal.
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/cdcontroller/config.h"
+#include "lib/cdcontroller/status.h"
 #include "lib/common/clock.h"
 #include "lib/common/work_queue.h"
 #include "lib/k8s/client.h"
@@ -69,12 +73,27 @@ class Controller {
   absl::Status EnsureFinalizer(const k8s::ComputeDomain& cd);
   absl::Status EnsureDaemonObjects(const k8s::ComputeDomain& cd);
   absl::Status EnsureWorkloadClaimTemplate(const k8s::ComputeDomain& cd);
-  absl::Status SyncStatus(const k8s::ComputeDomain& cd);
+  // Writes the domain's cliques (clique_sync.h; the controller is their only writer) and returns
+  // each as the server holds it after this pass.
+  absl::StatusOr<std::vector<k8s::ComputeDomainClique>> SyncCliques(const k8s::ComputeDomain& cd)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::optional<k8s::ComputeDomainClique>> SyncClique(
+      const k8s::ComputeDomain& cd, const std::string& clique_id,
+      const std::vector<DaemonPod>& cached_pods, std::optional<std::vector<DaemonPod>>* live_pods)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The clique as last seen: the informer's copy, or the answer of our own last write when the
+  // informer has not caught up with it yet.
+  std::shared_ptr<const k8s::ComputeDomainClique> KnownClique(const std::string& key) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void RememberClique(const k8s::ComputeDomainClique& written) ABSL_LOCKS_EXCLUDED(mu_);
+  void ForgetClique(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // `cliques`: the domain's cliques as SyncCliques left them.
+  absl::Status SyncStatus(const k8s::ComputeDomain& cd,
+                          const std::vector<k8s::ComputeDomainClique>& cliques);
   // Before creating an object: the domain, read live, still exists and is not being deleted (the
   // cache may lag behind a deletion, and an object created then would outlive the domain).
   // Aborted otherwise; the retry then finds the deletion in the cache.
   absl::Status ConfirmLive(const k8s::ComputeDomain& cd);
-  absl::Status PruneClique(const std::string& key);
   std::shared_ptr<const k8s::ComputeDomain> DomainByUid(const std::string& uid) const
       ABSL_LOCKS_EXCLUDED(mu_);
   void RememberWrite(const std::string& replaced_rv, const nlohmann::json& result)
@@ -117,6 +136,12 @@ class Controller {
   std::map<std::string, std::pair<std::string, std::shared_ptr<const k8s::ComputeDomain>>> written_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> reported_ ABSL_GUARDED_BY(mu_);  // uid -> last event text
+  // Cliques by "<namespace>/<name>": our last write of each (dropped when the informer reports
+  // the clique deleted), and the index each node held at our last write (kept across a deletion
+  // by hand, so the recreated clique gives every node its index back; dropped with the domain).
+  std::map<std::string, std::shared_ptr<const k8s::ComputeDomainClique>> clique_written_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, int64_t>> clique_indices_ ABSL_GUARDED_BY(mu_);
   std::thread timer_;
 };
 

@@ -4,6 +4,7 @@
 // and node labels of domains that do not exist. Each test uses its own namespaces; the only
 // cluster-scoped objects touched are Nodes the tests create themselves.
 
+#include <map>
 #include <set>
 
 #include "absl/synchronization/mutex.h"
@@ -157,7 +158,8 @@ TEST_F(ControllerIntegrationTest, LifecycleOfAComputeDomain) {
   ASSERT_NE(Eventually([&] { return GetCd("cd1")["status"].value("status", "") == "NotReady"; }),
             absl::InfiniteDuration());
 
-  // Two fabric daemons (pods + clique entries, as the daemons write them) and a non-fabric one.
+  // Two fabric daemons (pods labelled with their clique ID, as the daemons label them) and a
+  // non-fabric one. The controller writes the clique from the pods.
   json owner = *client_->Create(
       kConfigMaps, drv,
       {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "pod-owner"}}}});
@@ -174,10 +176,12 @@ TEST_F(ControllerIntegrationTest, LifecycleOfAComputeDomain) {
     ASSERT_TRUE(p.ok()) << p.status();
   }
   // The non-fabric daemon is Ready with an IP (as its kubelet would report).
+  const std::map<std::string, std::string> ips = {
+      {"daemon-a", "10.77.0.1"}, {"daemon-b", "10.77.0.2"}, {"daemon-c", "10.77.0.3"}};
   auto set_pod_ready = [&](const std::string& name, bool ready) {
     json pod = *client_->Get(k8s::Pod::kResource, drv, name);
-    pod["status"]["podIP"] = "10.77.0.3";
-    pod["status"]["podIPs"] = json::array({{{"ip", "10.77.0.3"}}});
+    pod["status"]["podIP"] = ips.at(name);
+    pod["status"]["podIPs"] = json::array({{{"ip", ips.at(name)}}});
     pod["status"]["conditions"] =
         json::array({{{"type", "Ready"}, {"status", ready ? "True" : "False"}}});
     auto r = client_->UpdateStatus(k8s::Pod::kResource, drv, pod);
@@ -189,23 +193,29 @@ TEST_F(ControllerIntegrationTest, LifecycleOfAComputeDomain) {
   set_pod_ready("daemon-a", true);
   set_pod_ready("daemon-b", true);
   const absl::Time clique_ready = absl::Now();
-  json clique = {
-      {"apiVersion", "resource.nvidia.com/v1beta1"},
-      {"kind", "ComputeDomainClique"},
-      {"metadata",
-       {{"name", k8s::CliqueObjectName(uid, "uuid.7")},
-        {"labels",
-         {{std::string(k8s::kComputeDomainLabel), uid},
-          {std::string(k8s::kComputeDomainCliqueLabel), "uuid.7"}}}}},
-      {"daemons",
-       json::parse(absl::StrCat(
-           R"([{"nodeName":")", node_a,
-           R"(","ipAddress":"10.77.0.1","cliqueID":"uuid.7","index":0,"status":"Ready"},
-                          {"nodeName":")",
-           node_b,
-           R"(","ipAddress":"10.77.0.2","cliqueID":"uuid.7","index":1,"status":"Ready"}])"))}};
-  auto cq = client_->Create(k8s::ComputeDomainClique::kResource, drv, clique);
-  ASSERT_TRUE(cq.ok()) << cq.status();
+  // The controller lists both fabric nodes in their clique, indices in node-name order, Ready
+  // from the pods' condition, each pod an owner.
+  ASSERT_NE(Eventually([&] {
+              auto c = client_->Get(k8s::ComputeDomainClique::kResource, drv,
+                                    k8s::CliqueObjectName(uid, "uuid.7"));
+              return c.ok() && (*c)["daemons"].size() == 2 &&
+                     (*c)["daemons"][1].value("status", "") == "Ready";
+            }),
+            absl::InfiniteDuration());
+  {
+    auto c = client_->Get(k8s::ComputeDomainClique::kResource, drv,
+                          k8s::CliqueObjectName(uid, "uuid.7"));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ((*c)["daemons"][0],
+              json::parse(absl::StrCat(
+                  R"({"nodeName":")", node_a,
+                  R"(","ipAddress":"10.77.0.1","cliqueID":"uuid.7","index":0,"status":"Ready"})")));
+    EXPECT_EQ((*c)["daemons"][1]["nodeName"], node_b);
+    EXPECT_EQ((*c)["daemons"][1]["index"], 1);
+    EXPECT_EQ((*c)["metadata"]["labels"][std::string(k8s::kComputeDomainLabel)], uid);
+    EXPECT_EQ((*c)["metadata"]["labels"][std::string(k8s::kComputeDomainCliqueLabel)], "uuid.7");
+    EXPECT_EQ((*c)["metadata"]["ownerReferences"].size(), 2u);
+  }
   took = Eventually([&] {
     json cd = GetCd("cd1");
     return cd["status"].value("status", "") == "Ready" &&
@@ -237,8 +247,8 @@ TEST_F(ControllerIntegrationTest, LifecycleOfAComputeDomain) {
   ASSERT_NE(Eventually([&] { return GetCd("cd1")["status"].value("status", "") == "Ready"; }),
             absl::InfiniteDuration());
 
-  // Daemon b's pod goes: its clique entry is pruned, and with 2 of 2 nodes left the domain stays
-  // Ready.
+  // Daemon b's pod goes: the controller drops its clique entry, and with 2 of 2 nodes left the
+  // domain stays Ready.
   ASSERT_TRUE(
       client_->Delete(k8s::Pod::kResource, drv, "daemon-b", {.grace_period_seconds = 0}).ok());
   ASSERT_NE(Eventually([&] {

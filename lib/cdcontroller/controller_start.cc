@@ -68,37 +68,24 @@ absl::Status Controller::Start(absl::Duration sync_timeout) {
     cliques_ = std::make_unique<k8s::Informer<ComputeDomainClique>>(
         client_, config_.driver_namespace, k8s::ListOptions{}, resync);
     cliques_->AddIndex(kIndexByDomain, DomainLabelIndex<ComputeDomainClique>);
-    auto on_clique = [this, requeue_owner](const std::shared_ptr<const ComputeDomainClique>& c) {
-      requeue_owner(c);
-      const std::string key = k8s::Informer<ComputeDomainClique>::KeyOf(*c);
-      queue_.Enqueue("clique/" + key, [this, key] { return PruneClique(key); });
-    };
-    cliques_->AddHandlers({.on_add = on_clique,
-                           .on_update = [on_clique](const auto&, const auto& c) { on_clique(c); },
-                           .on_delete = requeue_owner});
+    // The controller is the cliques' only writer (clique_sync.h): every clique or daemon pod
+    // event queues the domain, whose reconcile brings each clique in line with the pods.
+    cliques_->AddHandlers(
+        {.on_add = requeue_owner,
+         .on_update = [requeue_owner](const auto&, const auto& c) { requeue_owner(c); },
+         .on_delete =
+             [this, requeue_owner](const auto& c) {
+               ForgetClique(k8s::Informer<ComputeDomainClique>::KeyOf(*c));
+               requeue_owner(c);
+             }});
 
     pods_ = std::make_unique<k8s::Informer<k8s::Pod>>(client_, config_.driver_namespace,
                                                       LabelExists(), resync);
     pods_->AddIndex(kIndexByDomain, DomainLabelIndex<k8s::Pod>);
-    // A daemon pod that went away (or moved) may leave clique entries behind.
-    auto prune_cliques_of = [this](const std::shared_ptr<const k8s::Pod>& pod) {
-      const std::string uid = DomainLabel(pod->metadata);
-      for (const auto& c : cliques_->ByIndex(kIndexByDomain, uid)) {
-        const std::string key = k8s::Informer<ComputeDomainClique>::KeyOf(*c);
-        queue_.Enqueue("clique/" + key, [this, key] { return PruneClique(key); });
-      }
-    };
-    pods_->AddHandlers({.on_add = requeue_owner,
-                        .on_update =
-                            [requeue_owner, prune_cliques_of](const auto&, const auto& pod) {
-                              requeue_owner(pod);
-                              prune_cliques_of(pod);
-                            },
-                        .on_delete =
-                            [requeue_owner, prune_cliques_of](const auto& pod) {
-                              requeue_owner(pod);
-                              prune_cliques_of(pod);
-                            }});
+    pods_->AddHandlers(
+        {.on_add = requeue_owner,
+         .on_update = [requeue_owner](const auto&, const auto& pod) { requeue_owner(pod); },
+         .on_delete = requeue_owner});
     nodes_ = std::make_unique<k8s::Informer<k8s::Node>>(client_, "", LabelExists(), resync);
   }
   workload_rcts_ = std::make_unique<k8s::Informer<ResourceClaimTemplate>>(

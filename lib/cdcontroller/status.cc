@@ -17,6 +17,8 @@ DaemonPod DaemonPodFromPod(const k8s::Pod& pod) {
   d.has_clique_label = clique != labels.end();
   if (d.has_clique_label) d.clique_id = clique->second;
   d.node_name = pod.spec.node_name;
+  d.pod_name = pod.metadata.name;
+  d.pod_uid = pod.metadata.uid;
   d.ready = false;
   d.terminating = pod.metadata.deletion_timestamp.has_value();
   const nlohmann::json& status =
@@ -127,16 +129,6 @@ bool SameNodes(const std::vector<ComputeDomainNode>& a, const std::vector<Comput
     if (it == by_name.end() || !(*it->second == n)) return false;
   }
   return true;
-}
-
-std::optional<std::vector<k8s::ComputeDomainDaemonInfo>> PrunedDaemons(
-    const k8s::ComputeDomainClique& clique, const std::set<std::string>& nodes_with_pod) {
-  std::vector<k8s::ComputeDomainDaemonInfo> kept;
-  for (const k8s::ComputeDomainDaemonInfo& d : clique.daemons) {
-    if (nodes_with_pod.contains(d.node_name)) kept.push_back(d);
-  }
-  if (kept.size() == clique.daemons.size()) return std::nullopt;
-  return kept;
 }
 
 }  // namespace dra::cdcontroller

@@ -1,9 +1,8 @@
 #pragma once
 
 // The ComputeDomain status as a pure function of what the informers hold: status.nodes from the
-// domain's cliques (fabric nodes, written by the daemons) and its daemon pods labelled with an
-// empty clique ID (non-fabric nodes), and status.status from the nodes and spec.numNodes. Also
-// which clique entries are stale.
+// domain's cliques (fabric nodes; clique_sync.h) and its daemon pods labelled with an empty clique
+// ID (non-fabric nodes), and status.status from the nodes and spec.numNodes.
 
 #include <cstdint>
 #include <optional>
@@ -24,6 +23,8 @@ struct DaemonPod {
   std::string clique_id;  // its value
   std::string node_name;  // spec.nodeName
   std::string pod_ip;     // status.podIP
+  std::string pod_name;   // metadata.name
+  std::string pod_uid;    // metadata.uid
   bool ready;             // condition Ready is True
   bool terminating;       // metadata.deletionTimestamp set
 
@@ -54,11 +55,5 @@ std::string GlobalStatus(int64_t num_nodes, const std::vector<k8s::ComputeDomain
 // Equal as maps keyed by node name (order does not matter).
 bool SameNodes(const std::vector<k8s::ComputeDomainNode>& a,
                const std::vector<k8s::ComputeDomainNode>& b);
-
-// The clique's daemons without the entries whose node runs no daemon pod of the clique's own
-// domain (`nodes_with_pod`: node names of that domain's daemon pods, terminating ones included);
-// nullopt when nothing is stale.
-std::optional<std::vector<k8s::ComputeDomainDaemonInfo>> PrunedDaemons(
-    const k8s::ComputeDomainClique& clique, const std::set<std::string>& nodes_with_pod);
 
 }  // namespace dra::cdcontroller

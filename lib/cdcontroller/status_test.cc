@@ -176,18 +176,5 @@ TEST(SameNodesTest, ComparesAsMapsByName) {
   EXPECT_FALSE(SameNodes(b, a));
 }
 
-TEST(PrunedDaemonsTest, DropsEntriesOfNodesWithoutADaemonPodOfTheDomain) {
-  ComputeDomainClique c =
-      Clique("uid.a", {Daemon("n1", "1", "a", 0, "Ready"), Daemon("n2", "2", "a", 1, "Ready")});
-  EXPECT_FALSE(PrunedDaemons(c, {"n1", "n2", "n9"}).has_value());
-  auto kept = PrunedDaemons(c, {"n2"});
-  ASSERT_TRUE(kept.has_value());
-  ASSERT_EQ(kept->size(), 1u);
-  EXPECT_EQ((*kept)[0].node_name, "n2");
-  kept = PrunedDaemons(c, {});
-  ASSERT_TRUE(kept.has_value());
-  EXPECT_TRUE(kept->empty());
-}
-
 }  // namespace
 }  // namespace dra::cdcontroller

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/api/driver_gates.h"
 #include "lib/cddaemon/cd_status_registrar.h"
-#include "lib/cddaemon/clique_registrar.h"
+#include "lib/cddaemon/clique_follower.h"
 #include "lib/cddaemon/dns_updater.h"
 #include "lib/cddaemon/imex_files.h"
 #include "lib/cddaemon/imex_process.h"
@@ -84,6 +84,17 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
   }
   ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(c.kubeconfig));
   ASSIGN_OR_RETURN(std::unique_ptr<k8s::Client> client, k8s::Client::Create(rest));
+  // Checked before the pod is labelled: the label makes the controller list this node in its
+  // clique, and a node without the binaries (the daemon claim's CDI edits did not mount them)
+  // must not take an index it can never serve.
+  absl::StatusOr<std::string> imex_path = std::string();
+  if (!c.clique_id.empty()) {
+    imex_path = FindProgram(c.imex_binary);
+    if (!imex_path.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot run the IMEX daemon: ", imex_path.status().message()));
+    }
+  }
   RETURN_IF_ERROR(LabelOwnPod(*client, c));
 
   if (c.clique_id.empty()) {
@@ -93,13 +104,6 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
     return absl::OkStatus();
   }
 
-  // Checked before registering: a node without the binaries (the daemon claim's CDI edits did
-  // not mount them) must not take an index it can never serve.
-  absl::StatusOr<std::string> imex_path = FindProgram(c.imex_binary);
-  if (!imex_path.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot run the IMEX daemon: ", imex_path.status().message()));
-  }
   RETURN_IF_ERROR(WriteImexConfig(c.imexd_dir, c.pod_ip));
   if (dns_names) RETURN_IF_ERROR(WriteStaticNodesFile(c.imexd_dir, c.max_nodes_per_imex_domain));
 
@@ -120,12 +124,14 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
   std::unique_ptr<Registrar> registrar;
   std::string where;
   if (cliques) {
-    registrar = std::make_unique<CliqueRegistrar>(
+    // The controller writes the clique from the pod label set above; the daemon only reads it.
+    registrar = std::make_unique<CliqueFollower>(
         client.get(),
-        CliqueRegistrarOptions{.namespace_name = c.pod_namespace,
-                               .compute_domain_uid = c.compute_domain_uid,
-                               .me = me,
-                               .resync = kInformerResync},
+        CliqueFollowerOptions{.namespace_name = c.pod_namespace,
+                              .compute_domain_uid = c.compute_domain_uid,
+                              .clique_id = c.clique_id,
+                              .node_name = c.node_name,
+                              .resync = kInformerResync},
         on_daemons);
     where = absl::StrCat("ComputeDomainClique ", c.pod_namespace, "/",
                          k8s::CliqueObjectName(c.compute_domain_uid, c.clique_id));
@@ -142,18 +148,24 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
     where = absl::StrCat("ComputeDomain ", c.compute_domain_namespace, "/", c.compute_domain_name,
                          " status");
   }
-  PodReadinessWatcher pod_watch(client.get(), c.pod_namespace, c.pod_name, kInformerResync,
-                                [&registrar](bool ready) { registrar->SetReady(ready); });
+  // Only the ComputeDomain status entry is written by the daemon (the controller reads the pod's
+  // Ready condition for the clique entry itself).
+  std::unique_ptr<PodReadinessWatcher> pod_watch;
+  if (!cliques) {
+    pod_watch = std::make_unique<PodReadinessWatcher>(
+        client.get(), c.pod_namespace, c.pod_name, kInformerResync,
+        [&registrar](bool ready) { registrar->SetReady(ready); });
+  }
   registrar->Start();
-  pod_watch.Start();
+  if (pod_watch) pod_watch->Start();
   DRA_INFO("daemon running", "registration", where, "node", c.node_name, "podIP", c.pod_ip,
            "dnsNames", dns_names);
 
   signals->WaitForShutdown();
-  DRA_INFO("shutting down: removing own entry and stopping nvidia-imex", "registration", where);
+  DRA_INFO("shutting down: stopping nvidia-imex", "registration", where);
   absl::Status removed = registrar->Stop(kRemoveEntryBudget);
   if (!removed.ok()) DRA_ERROR("could not remove own entry", "err", removed);
-  pod_watch.Stop();
+  if (pod_watch) pod_watch->Stop();
   imex.Stop();
   DRA_INFO("Exiting");
   return absl::OkStatus();

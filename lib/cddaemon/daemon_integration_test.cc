@@ -1,7 +1,8 @@
 // Runs real `compute-domain-daemon run` processes (two simulated nodes, each with its own imexd
 // dir, hosts file and fake nvidia-imex on its own 127.0.0.x address) against the local API server.
 // The pods are API objects bound to node names that do not exist, so no kubelet runs them; the
-// test plays the kubelet by writing their status.
+// test plays the kubelet by writing their status. The compute-domain controller runs in-process:
+// it is the clique's only writer, listing each daemon whose pod carries the clique label.
 
 #include <netinet/in.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/cdcontroller/controller.h"
 #include "lib/common/atomic_file.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/objects_compute_domain.h"
@@ -39,6 +41,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr k8s::ResourceInfo kNamespace{"", "v1", "Namespace", "namespaces", false};
+constexpr k8s::ResourceInfo kConfigMaps{"", "v1", "ConfigMap", "configmaps", true};
 const std::string kDaemonBinary =
     std::string(DRA_BINARY_DIR) + "/cmd/compute-domain-daemon/compute-domain-daemon";
 const std::string kFakeImex = std::string(DRA_BINARY_DIR) + "/test/doubles/imex/nvidia-imex";
@@ -104,6 +107,23 @@ class DaemonIntegrationTest : public ::testing::Test {
     auto cd_out = client_->Create(k8s::ComputeDomain::kResource, ns_, cd);
     ASSERT_TRUE(cd_out.ok()) << cd_out.status();
     cd_uid_ = (*cd_out)["metadata"]["uid"];
+    // The pods' controller: a ConfigMap, so that the domain's DaemonSet does not adopt them.
+    auto owner = client_->Create(kConfigMaps, ns_, {{"metadata", {{"name", "pod-owner"}}}});
+    ASSERT_TRUE(owner.ok()) << owner.status();
+    owner_ = *owner;
+
+    cdcontroller::ControllerConfig config;
+    config.pod_name = "cdd-it";
+    config.driver_namespace = ns_;
+    config.watch_namespace = ns_;
+    config.image_name = "registry.invalid/dra:test";
+    config.feature_gates_text = "ComputeDomainCliques=true";
+    config.max_nodes_per_imex_domain = 4;
+    config.node_label_cleanup_filter = [](absl::string_view) { return false; };
+    auto ctrl = cdcontroller::Controller::Create(client_.get(), config, nullptr);
+    ASSERT_TRUE(ctrl.ok()) << ctrl.status();
+    controller_ = *std::move(ctrl);
+    ASSERT_TRUE(controller_->Start(absl::Seconds(30)).ok());
   }
 
   void TearDown() override {
@@ -114,6 +134,15 @@ class DaemonIntegrationTest : public ::testing::Test {
     k8s::DeleteOptions now;
     now.grace_period_seconds = 0;
     for (SimNode& n : nodes_) (void)client_->Delete(k8s::Pod::kResource, ns_, n.pod_name, now);
+    // The controller removes the domain's finalizer; then the namespace can go.
+    if (controller_) {
+      (void)client_->Delete(k8s::ComputeDomain::kResource, ns_, "domain");
+      Eventually([&] {
+        return absl::IsNotFound(
+            client_->Get(k8s::ComputeDomain::kResource, ns_, "domain").status());
+      });
+      controller_->Stop();
+    }
     (void)client_->Delete(kNamespace, "", ns_);
     // Kept for inspection after a failure, or when DRA_KEEP_TEST_DIRS is set.
     if (!HasFailure() && std::getenv("DRA_KEEP_TEST_DIRS") == nullptr) {
@@ -132,13 +161,23 @@ class DaemonIntegrationTest : public ::testing::Test {
     nlohmann::json pod = {
         {"apiVersion", "v1"},
         {"kind", "Pod"},
-        {"metadata", {{"name", n.pod_name}, {"namespace", ns_}}},
+        {"metadata",
+         {{"name", n.pod_name},
+          {"namespace", ns_},
+          {"labels", {{std::string(k8s::kComputeDomainLabel), cd_uid_}}},
+          {"ownerReferences",
+           {{{"apiVersion", "v1"},
+             {"kind", "ConfigMap"},
+             {"name", "pod-owner"},
+             {"uid", owner_["metadata"]["uid"]},
+             {"controller", true}}}}}},
         {"spec",
          {{"nodeName", n.node_name},
           {"containers", {{{"name", "compute-domain-daemon"}, {"image", "none"}}}}}}};
     auto out = client_->Create(k8s::Pod::kResource, ns_, pod);
     EXPECT_TRUE(out.ok()) << out.status();
     if (out.ok()) n.pod_uid = (*out)["metadata"]["uid"];
+    SetPodReady(n, false);  // running, with its IP, not Ready yet
     // What the kubelet plugin writes (spec 3.3, ports moved so that tests do not collide).
     std::string tmpl = absl::StrCat(
         "LOG_LEVEL=4\nLOG_FILE_NAME=\nDAEMONIZE=0\nBIND_INTERFACE_IP=\nSERVER_PORT=", port_,
@@ -266,6 +305,8 @@ class DaemonIntegrationTest : public ::testing::Test {
   }
 
   std::unique_ptr<k8s::Client> client_;
+  std::unique_ptr<cdcontroller::Controller> controller_;
+  nlohmann::json owner_;
   std::string suffix_;
   std::string ns_;
   std::string work_;
@@ -341,11 +382,13 @@ TEST_F(DaemonIntegrationTest, TwoDaemonsRegisterConnectBecomeReadyAndDeregister)
     return EntryMatches(a, [](const auto* e) { return e != nullptr && e->status == "NotReady"; });
   }));
 
-  // SIGTERM: a removes its entry, stops its IMEX (check fails) and exits 0; b drops a's name.
-  EXPECT_EQ(StopDaemon(a, SIGTERM), 0) << ReadFile(a.log()).value_or("");
-  EXPECT_TRUE(EntryMatches(a, [](const auto* e) { return e == nullptr; }));
+  // a's pod is deleted (it terminates, as the kubelet would see it): the controller drops its
+  // entry; SIGTERM: a stops its IMEX (check fails) and exits 0; b drops a's name.
+  ASSERT_TRUE(client_->Delete(k8s::Pod::kResource, ns_, a.pod_name).ok());
+  EXPECT_TRUE(
+      Eventually([&] { return EntryMatches(a, [](const auto* e) { return e == nullptr; }); }));
   EXPECT_TRUE(EntryMatches(b, [](const auto* e) { return e != nullptr; }));
-  EXPECT_THAT(ReadFile(a.log()).value_or(""), HasSubstr("removed own entry"));
+  EXPECT_EQ(StopDaemon(a, SIGTERM), 0) << ReadFile(a.log()).value_or("");
   EXPECT_NE(Check(a), 0);
   EXPECT_TRUE(Eventually([&] {
     return !absl::StrContains(ReadFile(b.hosts()).value_or(""), HostsLine(a.ip, ia));
@@ -367,10 +410,11 @@ TEST_F(DaemonIntegrationTest, RecreatedPodWithNewIpKeepsIndex) {
     if (e != nullptr) index_b = e->index;
     return e != nullptr;
   }));
-  // b dies hard (no deregistration), and comes back on the same node with another IP.
+  // b dies hard, and comes back on the same node with another IP (the kubelet reports it).
   StopDaemon(b, SIGKILL);
   KillImexChildren(b);
   b.ip = "127.0.0.4";
+  SetPodReady(b, false);
   StartDaemon(b);
   ASSERT_TRUE(Eventually([&] {
     return EntryMatches(

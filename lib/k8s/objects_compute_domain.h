@@ -89,7 +89,8 @@ struct ComputeDomainDaemonInfo {
 };
 
 // Lives in the driver namespace, named CliqueObjectName(cd uid, clique id); written by the
-// daemons of that (domain, clique), read by the controller and the kubelet plugin.
+// compute-domain controller from the daemon pods of that (domain, clique), read by the daemons
+// and the kubelet plugin.
 struct ComputeDomainClique {
   static constexpr ResourceInfo kResource{"resource.nvidia.com", "v1beta1", "ComputeDomainClique",
                                           "computedomaincliques", true};
