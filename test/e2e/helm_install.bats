@@ -4,8 +4,8 @@
 # file (hack/cluster/helm-driver.sh: node preparation, image import, `helm upgrade --install` with
 # hack/cluster/helm-values.yaml, docs/helm.md); this file checks the release itself: the DaemonSet
 # pods on every node, the chart's objects, the ResourceSlice admission policy, a rolling
-# `helm upgrade` to another image tag under load, and `helm uninstall`, which leaves nothing
-# behind. It ends with the driver uninstalled, so run.sh runs it last (a following run.sh
+# `helm upgrade` to another image tag under load, and `helm uninstall`, whose pre-delete hook
+# finalizes a ComputeDomain first and which leaves nothing behind. It ends with the driver uninstalled, so run.sh runs it last (a following run.sh
 # installs it again).
 #
 # helm-driver.sh prepare-nodes made each node's mock driver root under its state folder and
@@ -206,9 +206,33 @@ watch_plugins() {
   wait_for 60 "CDI spec of claim $uid removed" test ! -e "$(cdi_spec "$GPU_NODE" "$uid")"
 }
 
-@test "helm uninstall leaves no plugin pod, ResourceSlice, socket, DeviceClass or RBAC object" {
-  local n left
-  helm -n "$DRIVER_NS" uninstall "$RELEASE" --wait --timeout 2m >&3
+@test "helm uninstall finalizes the ComputeDomains first and leaves no plugin pod, ResourceSlice, socket, DeviceClass or RBAC object" {
+  local n left cd_ns=e2e-helm-cd-$RANDOM$RANDOM
+  # A ComputeDomain the controller holds with its finalizer: without the chart's pre-delete hook
+  # (compute-domain-controller cleanup) it would keep the finalizer after the controller is gone,
+  # and its namespace would never finish terminating.
+  kubectl create namespace "$cd_ns" >/dev/null
+  kubectl -n "$cd_ns" apply -f - >/dev/null <<EOF
+apiVersion: resource.nvidia.com/v1beta1
+kind: ComputeDomain
+metadata: {name: held}
+spec:
+  numNodes: 0
+  channel: {resourceClaimTemplate: {name: held-channel}}
+EOF
+  wait_for 60 "the controller's finalizer on the ComputeDomain" eval \
+    '[[ $(kubectl -n $cd_ns get computedomain held -o jsonpath="{.metadata.finalizers}") == *resource.nvidia.com/computeDomain* ]]'
+  wait_for 60 "the ComputeDomain's channel template" kubectl -n "$cd_ns" get resourceclaimtemplate held-channel
+  # Above the hook's own limit (controller.uninstallCleanup.timeout, 4m), so that a domain left is
+  # reported by the hook's Job rather than by Helm's timeout.
+  helm -n "$DRIVER_NS" uninstall "$RELEASE" --wait --timeout 5m >&3
+  # The hook deleted it and the controller finalized it (its template gone too) before the
+  # controller itself went; the namespace goes at once.
+  run kubectl -n "$cd_ns" get computedomain held
+  [[ $status -ne 0 && $output == *NotFound* ]]
+  run kubectl -n "$cd_ns" get resourceclaimtemplate held-channel
+  [[ $status -ne 0 && $output == *NotFound* ]]
+  kubectl delete namespace "$cd_ns" --wait=true --timeout=60s >/dev/null
   wait_for 60 "plugin pods gone" eval '[[ -z $(plugin_pods -o name 2>/dev/null) ]]'
   # The kubelet removes a driver's slices 30 s after the driver unregistered.
   wait_for 90 "gpu.nvidia.com ResourceSlices gone" eval \
@@ -221,6 +245,7 @@ watch_plugins() {
   done
   left=$(kubectl get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deviceclasses \
     -l app.kubernetes.io/instance=$RELEASE -o name)
-  left+=$(kubectl get roles,rolebindings,serviceaccounts,daemonsets -A -l app.kubernetes.io/instance=$RELEASE -o name)
+  # The hook's Job, ServiceAccount and ClusterRole(Binding) too (hook-delete-policy hook-succeeded).
+  left+=$(kubectl get roles,rolebindings,serviceaccounts,daemonsets,jobs -A -l app.kubernetes.io/instance=$RELEASE -o name)
   [[ -z $left ]] || { echo "left behind: $left"; false; }
 }
