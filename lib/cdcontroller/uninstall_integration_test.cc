@@ -26,7 +26,7 @@ using ::testing::HasSubstr;
 using json = nlohmann::json;
 
 constexpr char kHold[] = "test.dra.nvidia.com/hold";
-const k8s::ResourceInfo& kCD = k8s::ComputeDomain::kResource;
+constexpr const k8s::ResourceInfo& kCD = k8s::ComputeDomain::kResource;
 
 class UninstallCleanupIntegrationTest : public ::testing::Test {
  protected:
