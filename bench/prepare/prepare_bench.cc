@@ -138,9 +138,11 @@ void PrintStartup(const std::string& log, absl::Time fork, absl::Duration visibl
     int h = 0, m = 0;
     double sec = 0;
     if (std::sscanf(line.c_str() + 6, "%d:%d:%lf", &h, &m, &sec) != 3) return -1;
-    const absl::Time t =
+    absl::Time t =
         absl::FromCivil(absl::CivilSecond(day.year(), day.month(), day.day(), h, m, 0), tz) +
         absl::Seconds(sec);
+    // A line logged after midnight (local time) belongs to the next day.
+    if (t < fork - absl::Hours(12)) t += absl::Hours(24);
     return absl::ToDoubleMilliseconds(t - fork);
   };
   const std::vector<std::pair<const char*, const char*>> marks = {
