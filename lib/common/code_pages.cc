@@ -8,8 +8,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 
 namespace dra {
@@ -92,7 +97,24 @@ int ReleaseObject(dl_phdr_info* info, size_t /*size*/, void* data) {
 
 }  // namespace
 
+namespace internal {
+
+int TracerPid(absl::string_view proc_status) {
+  constexpr absl::string_view kKey = "\nTracerPid:";
+  const size_t at = proc_status.find(kKey);
+  if (at == absl::string_view::npos) return 0;
+  absl::string_view rest = absl::StripLeadingAsciiWhitespace(proc_status.substr(at + kKey.size()));
+  rest = rest.substr(0, rest.find('\n'));
+  int pid = 0;
+  return absl::SimpleAtoi(rest, &pid) ? pid : 0;
+}
+
+}  // namespace internal
+
 absl::StatusOr<ReleasedCode> ReleaseCleanCodePages() {
+  std::ifstream in("/proc/self/status");
+  const std::string status((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (internal::TracerPid(status) != 0) return ReleasedCode{.traced = true};
   WalkState st;
   st.page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   st.vdso = static_cast<uintptr_t>(getauxval(AT_SYSINFO_EHDR));

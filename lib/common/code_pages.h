@@ -18,8 +18,10 @@
 //   * such pages are clean copies of the file: the kernel itself drops them under memory
 //     pressure in the same way.
 //
-// A debugger's software breakpoints are private copies of code pages and are dropped with them
-// (they are not re-inserted); do not call this under a debugger that has breakpoints set.
+// A debugger's software breakpoints are private copies of code pages and would be dropped with
+// them (not re-inserted), so nothing is released while the process is traced (TracerPid in
+// /proc/self/status is not 0: gdb run or attach, strace); a debugger attached later sees the
+// releases of later calls only.
 //
 // What it does not change: the page cache (shared, reclaimable, charged to whichever cgroup read
 // the file first) and the private memory (heap, stacks). It lowers RSS and PSS, the numbers the
@@ -28,18 +30,25 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace dra {
 
 struct ReleasedCode {
-  int objects = 0;    // loaded objects whose pages were released (executable, libraries)
-  int ranges = 0;     // madvise calls
-  int64_t bytes = 0;  // bytes of address space released (resident or not)
+  int objects = 0;      // loaded objects whose pages were released (executable, libraries)
+  int ranges = 0;       // madvise calls
+  int64_t bytes = 0;    // bytes of address space released (resident or not)
+  bool traced = false;  // a tracer was attached: nothing was released
 };
 
 // Releases the resident pages of this process's never-written file-backed segments (see above).
 // Safe to call from any thread at any time; costs about a millisecond for a few hundred ranges.
 // An error names the range madvise refused; ranges before it stay released.
 absl::StatusOr<ReleasedCode> ReleaseCleanCodePages();
+
+namespace internal {
+// The TracerPid of a /proc/<pid>/status text; 0 when the line is absent or unreadable.
+int TracerPid(absl::string_view proc_status);
+}  // namespace internal
 
 }  // namespace dra

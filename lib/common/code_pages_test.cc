@@ -1,5 +1,7 @@
 #include "lib/common/code_pages.h"
 
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -85,6 +87,39 @@ TEST(CodePagesTest, RepeatedReleaseIsHarmless) {
   }
   Derived d;
   EXPECT_EQ(ValueOf(d), 42);
+}
+
+TEST(CodePagesTest, TracerPidIsReadFromTheStatusText) {
+  EXPECT_EQ(internal::TracerPid("Name:\tx\nState:\tR\nTracerPid:\t0\nUid:\t0\n"), 0);
+  EXPECT_EQ(internal::TracerPid("Name:\tx\nTracerPid:\t4242\nUid:\t0\n"), 4242);
+  EXPECT_EQ(internal::TracerPid("Name:\tx\nTracerPid:\t77"), 77);
+  EXPECT_EQ(internal::TracerPid("Name:\tx\n"), 0);
+  EXPECT_EQ(internal::TracerPid("Name:\tx\nTracerPid:\tnope\n"), 0);
+}
+
+// Under a tracer (here the parent, through PTRACE_TRACEME) nothing is released, so that a
+// debugger's breakpoints stay.
+TEST(CodePagesTest, NothingIsReleasedWhileTraced) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) _exit(3);
+    absl::StatusOr<ReleasedCode> released = ReleaseCleanCodePages();
+    _exit(!released.ok() ? 2 : released->traced && released->bytes == 0 ? 0 : 1);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) == child && WIFSTOPPED(status)) {
+    ptrace(PTRACE_CONT, child, nullptr, nullptr);
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "ptrace(PTRACE_TRACEME) is not permitted here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: released under a tracer, 2: error";
+}
+
+TEST(CodePagesTest, ReleasesWhenNotTraced) {
+  absl::StatusOr<ReleasedCode> released = ReleaseCleanCodePages();
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_FALSE(released->traced);
 }
 
 }  // namespace

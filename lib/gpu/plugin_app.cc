@@ -145,8 +145,9 @@ void ReleaseStartupCode(const char* phase) {
     DRA_WARNING("could not release start-up code pages", "phase", phase, "err", released.status());
     return;
   }
-  DRA_VLOG(4, "released start-up code pages", "phase", phase, "objects", released->objects,
-           "ranges", released->ranges, "bytes", released->bytes, "duration", absl::Now() - start);
+  DRA_VLOG(4, "released start-up code pages", "phase", phase, "traced", released->traced, "objects",
+           released->objects, "ranges", released->ranges, "bytes", released->bytes, "duration",
+           absl::Now() - start);
 }
 
 }  // namespace
