@@ -79,13 +79,14 @@ std::string MadeBy(const std::string& key) {
       {"DELETE resourceclaimtemplates", "controller"},
       {"LIST nodes", "controller"},
       {"PUT nodes", "controller"},
-      {"LIST computedomaincliques", "both"},
-      {"PUT computedomaincliques", "both"},
+      // The controller writes the cliques; each daemon lists and watches its own by name, which
+      // the API server counts as a GET.
+      {"LIST computedomaincliques", "controller"},
+      {"POST computedomaincliques", "controller"},
+      {"PUT computedomaincliques", "controller"},
+      {"DELETE computedomaincliques", "controller"},
       {"GET computedomaincliques", "daemons"},
-      {"POST computedomaincliques", "daemons"},
-      {"PATCH computedomaincliques", "daemons"},
-      {"APPLY computedomaincliques", "daemons"},
-      {"LIST pods", "both"},
+      {"LIST pods", "controller"},
       {"GET pods", "daemons"},
       {"PATCH pods", "daemons"},
   };

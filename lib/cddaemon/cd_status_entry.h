@@ -1,15 +1,16 @@
 #pragma once
 
 // Pure edits of ComputeDomain.status.nodes on behalf of one daemon, for the legacy path without
-// cliques (ComputeDomainCliques=false; spec "ComputeDomainStatusManager"): the same rules as
-// clique_entry.h, with indices allocated among the nodes of the same clique ID.
+// cliques (ComputeDomainCliques=false; spec "ComputeDomainStatusManager"): each daemon touches only
+// its own node's entry; indices are allocated among the nodes of the same clique ID, and a node
+// keeps its index when its pod IP changes.
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "lib/cddaemon/clique_entry.h"
+#include "lib/cddaemon/registrar.h"
 #include "lib/k8s/objects_compute_domain.h"
 
 namespace dra::cddaemon {

@@ -6,14 +6,14 @@
 // With IMEXDaemonsWithDNSNames off, the daemon list is handed on only once status.nodes has
 // spec.numNodes entries (IMEX then starts with the full IP list).
 //
-// Thread-safety: as CliqueRegistrar.
+// Thread-safety: Start, Stop from one thread (main); SetReady from any thread. The callback runs
+// on the worker thread, one call at a time.
 
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "lib/cddaemon/clique_entry.h"
 #include "lib/cddaemon/registrar.h"
 #include "lib/cddaemon/sync_loop.h"
 #include "lib/k8s/client.h"

@@ -1,10 +1,12 @@
 #pragma once
 
-// What the daemon's main flow needs from the component that publishes its entry: the clique
-// (ComputeDomainCliques=true, CliqueRegistrar) or the ComputeDomain status (the legacy path,
+// What the daemon's main flow needs from the component that follows its clique: the
+// ComputeDomainClique, which the controller writes (ComputeDomainCliques=true, CliqueFollower), or
+// the ComputeDomain status, where the daemon keeps its own entry (the legacy path,
 // CdStatusRegistrar).
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -12,6 +14,16 @@
 #include "lib/k8s/objects_compute_domain.h"
 
 namespace dra::cddaemon {
+
+// Who this daemon is.
+struct DaemonIdentity {
+  std::string node_name;
+  std::string pod_ip;
+  std::string pod_name;
+  std::string pod_uid;
+  std::string clique_id;
+  int max_nodes = 0;
+};
 
 // Receives the daemons of this daemon's clique after a successful sync (the clique's full list,
 // or the same-clique nodes of the ComputeDomain status). A non-OK result is retried like a failed
