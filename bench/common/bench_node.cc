@@ -90,6 +90,7 @@ void BenchNode::Stop() {
   pid_ = -1;
   std::system(("rm -rf " + cdi_root_).c_str());
   for (const std::string& name : claims_) {
+    (void)client_->Delete(k8s::Pod::kResource, kNamespace, name);
     (void)client_->Delete(k8s::ResourceClaim::kResource, kNamespace, name);
   }
   (void)client_->Delete(k8s::Node::kResource, "", node_);
@@ -118,6 +119,20 @@ std::string BenchNode::CreateAllocatedClaim(int i, const std::string& device,
          {{"requests", {{{"name", "gpu"}, {"exactly", {{"deviceClassName", device_class}}}}}}}}}}};
   auto created = Check(client_->Create(k8s::ResourceClaim::kResource, kNamespace, c), "claim");
   claims_.push_back(name);
+  // The pod the claim is reserved for, bound to this node (no kubelet runs it): the API server's
+  // claim controller drops reservations for pods that do not exist, and the plugin's claim cache
+  // then forgets the claim, so a reservation without its pod turns prepares into GETs.
+  nlohmann::json pod = {{"apiVersion", "v1"},
+                        {"kind", "Pod"},
+                        {"metadata", {{"name", name}, {"namespace", kNamespace}}},
+                        {"spec",
+                         {{"nodeName", node_},
+                          {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", name}}}},
+                          {"containers",
+                           {{{"name", "c"},
+                             {"image", "bench.invalid/none"},
+                             {"resources", {{"claims", {{{"name", "gpu"}}}}}}}}}}}};
+  auto made_pod = Check(client_->Create(k8s::Pod::kResource, kNamespace, pod), "pod");
   nlohmann::json result = {
       {"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", node_}, {"device", device}};
   created["status"] = {
@@ -127,7 +142,7 @@ std::string BenchNode::CreateAllocatedClaim(int i, const std::string& device,
       {"reservedFor",
        {{{"resource", "pods"},
          {"name", name},
-         {"uid", absl::StrCat("00000000-0000-4000-8000-", 100000000000 + i)}}}}};
+         {"uid", made_pod["metadata"]["uid"].get<std::string>()}}}}};
   auto updated =
       Check(client_->UpdateStatus(k8s::ResourceClaim::kResource, kNamespace, created), "allocate");
   return updated["metadata"]["uid"].get<std::string>();
