@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/cdcontroller/controller.h"
+#include "lib/cdcontroller/controller_internal.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
@@ -186,16 +187,78 @@ absl::Status Controller::FinalizeDomain(const ComputeDomain& cd) {
   }
   nlohmann::json patch = {
       {"metadata", {{"resourceVersion", cd.metadata.resource_version}, {"finalizers", rest}}}};
+  {
+    // Before the patch: the informer may report the deletion before the patch returns.
+    absl::MutexLock lock(&mu_);
+    finalizing_.insert(uid);
+  }
   absl::StatusOr<nlohmann::json> r = client_->MergePatch(
       ComputeDomain::kResource, cd.metadata.namespace_name, cd.metadata.name, patch);
-  if (absl::IsNotFound(r.status())) return absl::OkStatus();  // finalized by an earlier pass
+  if (absl::IsNotFound(r.status())) {  // finalized by an earlier pass
+    if (domains_->ByIndex(internal::kIndexByUid, uid).empty()) {
+      absl::MutexLock lock(&mu_);
+      finalizing_.erase(uid);  // its deletion was seen already: no handler will drop the entry
+    }
+    return absl::OkStatus();
+  }
   if (!r.ok()) {
+    absl::MutexLock lock(&mu_);
+    finalizing_.erase(uid);
     return Annotate(r.status(), absl::StrCat("remove finalizer of ComputeDomain ",
                                              cd.metadata.namespace_name, "/", cd.metadata.name));
   }
   DRA_INFO("finalized ComputeDomain", "computeDomain",
            absl::StrCat(cd.metadata.namespace_name, "/", cd.metadata.name), "uid", uid);
   ForgetStatus(uid);
+  return absl::OkStatus();
+}
+
+void Controller::OnDomainDeleted(const ComputeDomain& last) {
+  const std::string& uid = last.metadata.uid;
+  auto has_ours = [](const ComputeDomain& cd) {
+    return std::find(cd.metadata.finalizers.begin(), cd.metadata.finalizers.end(),
+                     k8s::kComputeDomainFinalizer) != cd.metadata.finalizers.end();
+  };
+  bool vanished = false;
+  {
+    absl::MutexLock lock(&mu_);
+    // Our own finalizer patch may be newer than the informer's last copy.
+    auto w = written_.find(uid);
+    const bool carried = has_ours(last) || (w != written_.end() && has_ours(*w->second.second));
+    const bool finalized_by_us = finalizing_.erase(uid) > 0;
+    if (carried && !finalized_by_us) {
+      vanished_[uid] = last.metadata.namespace_name;
+      vanished = true;
+    }
+  }
+  ForgetStatus(uid);
+  if (!vanished) return;
+  DRA_WARNING(
+      "ComputeDomain disappeared with the controller's finalizer still on it (the API server "
+      "deleted it while the finalizer was being added, kubernetes/kubernetes#77988, or someone "
+      "else removed the finalizer); removing its objects",
+      "computeDomain", absl::StrCat(last.metadata.namespace_name, "/", last.metadata.name), "uid",
+      uid);
+  if (vanished_counter_ != nullptr) vanished_counter_->Inc();
+  EnqueueDomain(uid);
+}
+
+absl::Status Controller::CleanUpVanishedDomain(const std::string& uid,
+                                               const std::string& domain_namespace) {
+  std::set<Target> all = {{&k8s::ResourceClaimTemplate::kResource, domain_namespace}};
+  if (!config_.host_managed()) {
+    for (const std::string& ns : DaemonSetNamespaces()) {
+      all.insert({&k8s::ResourceClaimTemplate::kResource, ns});
+      all.insert({&k8s::DaemonSet::kResource, ns});
+      all.insert({&k8s::ComputeDomainClique::kResource, ns});
+    }
+  }
+  RETURN_IF_ERROR(DrainObjects(client_, all, uid));
+  if (!config_.host_managed()) RETURN_IF_ERROR(RemoveNodeLabels(uid));
+  RETURN_IF_ERROR(FinalizeObjects(client_, all, uid));
+  DRA_INFO("removed the objects of a vanished ComputeDomain", "uid", uid);
+  absl::MutexLock lock(&mu_);
+  vanished_.erase(uid);
   return absl::OkStatus();
 }
 

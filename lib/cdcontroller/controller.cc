@@ -98,6 +98,14 @@ Controller::Controller(k8s::Client* client, ControllerConfig config, metrics::Re
                                      "Number of ComputeDomains per global status.", {"status"});
     info_gauge_->WithLabels({std::string(k8s::kComputeDomainStatusReady)});
     info_gauge_->WithLabels({std::string(k8s::kComputeDomainStatusNotReady)});
+    vanished_counter_ =
+        registry
+            ->AddCounter("nvidia_dra_compute_domain_vanished_total",
+                         "ComputeDomains that disappeared with the controller's finalizer still on "
+                         "them (deleted by the API server while the finalizer was being added, or "
+                         "the finalizer removed by someone else); their objects are then removed.",
+                         {})
+            ->WithLabels({});
   }
 }
 
@@ -158,7 +166,20 @@ void Controller::RememberWrite(const std::string& replaced_rv, const nlohmann::j
 
 absl::Status Controller::ReconcileDomain(const std::string& uid) {
   std::shared_ptr<const ComputeDomain> cached = DomainByUid(uid);
-  if (!cached) return absl::OkStatus();  // gone; leftovers are the garbage collector's
+  if (!cached) {
+    // Gone. Normally FinalizeDomain removed its objects first. A domain that vanished with our
+    // finalizer (OnDomainDeleted) has its objects removed here; nothing else would before the
+    // periodic cleanup: they carry no owner reference (the daemon objects live in another
+    // namespace than the domain, and owner references cannot cross namespaces).
+    std::optional<std::string> vanished_ns;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = vanished_.find(uid);
+      if (it != vanished_.end()) vanished_ns = it->second;
+    }
+    if (!vanished_ns) return absl::OkStatus();
+    return CleanUpVanishedDomain(uid, *vanished_ns);
+  }
   if (cached->metadata.deletion_timestamp.has_value()) return FinalizeDomain(*cached);
   ComputeDomain cd = *cached;
   const bool has_finalizer =

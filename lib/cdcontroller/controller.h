@@ -105,6 +105,16 @@ class Controller {
 
   // Deletion and cleanup (cleanup.cc).
   absl::Status FinalizeDomain(const k8s::ComputeDomain& cd);
+  // The domain informer's delete handler. A domain whose last known state carries our finalizer
+  // and that FinalizeDomain did not let go has vanished unfinalized: the API server deleted it
+  // while our finalizer was being added (a DELETE that read the object before our patch removes
+  // it anyway, kubernetes/kubernetes#77988). Its objects are then removed by
+  // CleanUpVanishedDomain on the domain's next work item.
+  void OnDomainDeleted(const k8s::ComputeDomain& last) ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes the objects of a vanished domain (listed live: our own last creates may not be cached
+  // yet) and its node labels, then the objects' finalizers; Unavailable while some remain.
+  absl::Status CleanUpVanishedDomain(const std::string& uid, const std::string& domain_namespace)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RemoveNodeLabels(const std::string& uid);
   absl::Status CollectGarbage();
   absl::Status CleanupStaleNodeLabels();
@@ -136,6 +146,12 @@ class Controller {
   std::map<std::string, std::pair<std::string, std::shared_ptr<const k8s::ComputeDomain>>> written_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> reported_ ABSL_GUARDED_BY(mu_);  // uid -> last event text
+  // Domains whose finalizer FinalizeDomain is removing (the informer's delete of them is ours).
+  std::set<std::string> finalizing_ ABSL_GUARDED_BY(mu_);
+  // Domains that vanished with our finalizer (OnDomainDeleted): uid -> the domain's namespace.
+  // Kept until their objects are gone.
+  std::map<std::string, std::string> vanished_ ABSL_GUARDED_BY(mu_);
+  metrics::Counter* vanished_counter_ = nullptr;
   // Cliques by "<namespace>/<name>": our last write of each (dropped when the informer reports
   // the clique deleted), and the index each node held at our last write (kept across a deletion
   // by hand, so the recreated clique gives every node its index back; dropped with the domain).

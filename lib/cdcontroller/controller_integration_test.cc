@@ -7,6 +7,9 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -297,6 +300,71 @@ TEST_F(ControllerIntegrationTest, LifecycleOfAComputeDomain) {
 
   const std::string metrics = registry_.Render();
   EXPECT_THAT(metrics, ::testing::HasSubstr("nvidia_dra_compute_domain_info{status=\"Ready\"} 0"));
+}
+
+// A domain deleted right after its creation: the API server's DELETE may read it before the
+// controller's finalizer patch lands and then remove it with that finalizer on
+// (kubernetes/kubernetes#77988), after the controller may already have created its daemon
+// objects. Those objects carry no owner reference (they live in another namespace), so without
+// the controller's own cleanup they would stay until the periodic cleanup, 10 minutes later.
+TEST_F(ControllerIntegrationTest, DomainDeletedWhileItsFinalizerIsAddedLeavesNothingBehind) {
+  StartController();
+  auto vanished = [&] {
+    for (absl::string_view line : absl::StrSplit(registry_.Render(), '\n')) {
+      double v = 0;
+      if (absl::ConsumePrefix(&line, "nvidia_dra_compute_domain_vanished_total ") &&
+          absl::SimpleAtod(line, &v)) {
+        return v;
+      }
+    }
+    return 0.0;
+  };
+  std::set<std::string> uids;
+  // The race needs the DELETE and the finalizer patch to overlap: the 1000-domain churn hit it in
+  // 44 of its 500 immediately-deleted domains, 8 of them after the daemon template was created.
+  // Ten hits make it likely that at least one had objects to remove.
+  for (int i = 0; i < 500 && vanished() < 10; ++i) {
+    const std::string name = absl::StrCat("quick-", i);
+    auto made = client_->Create(k8s::ComputeDomain::kResource, user_ns_.name(),
+                                ComputeDomainManifest(user_ns_.name(), name, 1, name + "-ch"));
+    ASSERT_TRUE(made.ok()) << made.status();
+    uids.insert((*made)["metadata"]["uid"].get<std::string>());
+    // A little later than at once, so that the controller's patch overlaps the DELETE.
+    absl::SleepFor(absl::Milliseconds(i % 10));
+    ASSERT_TRUE(client_->Delete(k8s::ComputeDomain::kResource, user_ns_.name(), name).ok());
+  }
+  if (vanished() == 0) {
+    // The race did not happen (a faster or slower API server than the one it was seen on): there
+    // is nothing to check, and a pass would claim what was not shown.
+    GTEST_SKIP() << "no domain vanished with the finalizer in " << uids.size()
+                 << " create/delete pairs; kubernetes#77988 not hit (fixed in this API server?)";
+  }
+  auto leftovers = [&] {
+    std::string out;
+    for (const std::string& uid : uids) {
+      k8s::ListOptions sel{.label_selector = absl::StrCat(k8s::kComputeDomainLabel, "=", uid)};
+      for (const auto* r : {&k8s::DaemonSet::kResource, &k8s::ResourceClaimTemplate::kResource,
+                            &k8s::ComputeDomainClique::kResource}) {
+        for (const std::string& ns : {driver_ns_.name(), user_ns_.name()}) {
+          auto l = client_->List(*r, ns, sel);
+          if (!l.ok()) return std::string(l.status().message());
+          for (const auto& item : (*l)["items"]) {
+            absl::StrAppend(&out, r->kind, " ", ns, "/", item["metadata"].value("name", ""), " ");
+          }
+        }
+      }
+    }
+    auto cds = client_->List(k8s::ComputeDomain::kResource, user_ns_.name());
+    if (!cds.ok()) return std::string(cds.status().message());
+    for (const auto& item : (*cds)["items"]) {
+      absl::StrAppend(&out, "ComputeDomain ", item["metadata"].value("name", ""), " ");
+    }
+    return out;
+  };
+  // Far below the periodic cleanup's 10 minutes: only the reaction to the deletion passes.
+  EXPECT_NE(Eventually([&] { return leftovers().empty(); }, absl::Seconds(60)),
+            absl::InfiniteDuration())
+      << leftovers();
 }
 
 TEST_F(ControllerIntegrationTest, ObjectsAndNodeLabelsOfMissingDomainsAreCleanedUp) {

@@ -45,7 +45,7 @@ absl::Status Controller::Start(absl::Duration sync_timeout) {
   };
   domains_->AddHandlers({.on_add = on_domain,
                          .on_update = [on_domain](const auto&, const auto& cd) { on_domain(cd); },
-                         .on_delete = [this](const auto& cd) { ForgetStatus(cd->metadata.uid); }});
+                         .on_delete = [this](const auto& cd) { OnDomainDeleted(*cd); }});
 
   // A removed object of a live domain is created again.
   auto requeue_owner = [this](const auto& obj) {
