@@ -33,6 +33,9 @@ bool HasTextRelocations(const dl_phdr_info* info) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_DYNAMIC) continue;
+    // The loader gives load addresses as integers (dl_phdr_info::dlpi_addr): the casts to
+    // pointers here and at madvise are the ABI's, not a choice.
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
     const auto* dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + ph.p_vaddr);
     for (; dyn->d_tag != DT_NULL; ++dyn) {
       if (dyn->d_tag == DT_TEXTREL) return true;
@@ -79,6 +82,7 @@ int ReleaseObject(dl_phdr_info* info, size_t /*size*/, void* data) {
       }
     }
     if (end <= begin) continue;
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): an address from dl_phdr_info (see above)
     if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) {
       const int err = errno;
       st->error = absl::InternalError(

@@ -49,7 +49,7 @@ namespace fs = std::filesystem;
 
 class FakeKernel {
  public:
-  FakeKernel(std::string root, std::string log, std::string faults)
+  FakeKernel(std::string root, const std::string& log, std::string faults)
       : root_(std::move(root)),
         faults_(std::move(faults)),
         log_(log, std::ios::app),
