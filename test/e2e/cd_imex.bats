@@ -152,12 +152,18 @@ EOF2
   cd_workload w1 "$N3" cd-fd-channel
   cd_workload w2 "$N4" cd-fd-channel
   wait_cd_status cd-fd "Ready|$N3,$N4" 180
+  # Both workloads run before the daemons go (the domain is Ready once both daemons are; a
+  # workload's own start may lag it).
   wait_pod_phase w1 Running 60
+  wait_pod_phase w2 Running 60
   kubectl -n "$DRIVER_NS" delete pods -l "$CD_LABEL=$uid" --force --grace-period=0 >/dev/null 2>&1
   wait_for 60 "new daemon pods" eval '[[ $(daemon_pods '"$uid"' | wc -l) -eq 2 ]]'
   wait_cd_status cd-fd "Ready|$N3,$N4" 180
-  [ "$(k get pod w1 -o jsonpath='{.status.containerStatuses[0].restartCount}')" = 0 ]
-  [ "$(k get pod w2 -o jsonpath='{.status.phase}')" = Running ]
+  local p
+  for p in w1 w2; do
+    [ "$(k get pod $p -o jsonpath='{.status.phase}')" = Running ]
+    [ "$(k get pod $p -o jsonpath='{.status.containerStatuses[0].restartCount}')" = 0 ]
+  done
   [ "$(cd_seen w1)" = "channels=1 channel0" ]
 }
 
