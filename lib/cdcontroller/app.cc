@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "lib/api/driver_gates.h"
 #include "lib/cdcontroller/controller.h"
+#include "lib/cdcontroller/controller_internal.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/client.h"
@@ -46,11 +47,9 @@ absl::Status RunController(ProcessOptions o, const FeatureGates& gates, SignalHa
   }
 
   ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(o.kubeconfig));
-  k8s::ClientOptions client_options;
-  client_options.qps = o.kube_api_qps;
-  client_options.burst = o.kube_api_burst;
-  client_options.field_manager = "compute-domain-controller";
-  ASSIGN_OR_RETURN(std::unique_ptr<k8s::Client> client, k8s::Client::Create(rest, client_options));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<k8s::Client> client,
+      k8s::Client::Create(rest, internal::ClientOptionsFor(o.kube_api_qps, o.kube_api_burst)));
 
   metrics::Registry registry;
   ASSIGN_OR_RETURN(std::unique_ptr<metrics::HttpServer> http,

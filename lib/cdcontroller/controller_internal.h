@@ -1,11 +1,12 @@
 #pragma once
 
 // Pieces shared by the Controller's source files (controller.cc, controller_start.cc,
-// cleanup.cc); not part of the library's interface.
+// cleanup.cc, app.cc, uninstall.cc); not part of the library's interface.
 
 #include <string>
 #include <vector>
 
+#include "lib/k8s/client.h"
 #include "lib/k8s/object_meta.h"
 #include "lib/k8s/objects_compute_domain.h"
 
@@ -18,6 +19,16 @@ inline constexpr char kIndexByUid[] = "uid";
 inline std::string DomainLabel(const k8s::ObjectMeta& meta) {
   auto it = meta.labels.find(std::string(k8s::kComputeDomainLabel));
   return it == meta.labels.end() ? "" : it->second;
+}
+
+// The API client options of the controller's processes (the controller and its cleanup
+// subcommand): the given rate limits, field manager "compute-domain-controller".
+inline k8s::ClientOptions ClientOptionsFor(double qps, int burst) {
+  k8s::ClientOptions options;
+  options.qps = qps;
+  options.burst = burst;
+  options.field_manager = "compute-domain-controller";
+  return options;
 }
 
 template <typename T>

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/cdcontroller/controller_internal.h"
 #include "lib/common/flags.h"
 #include "lib/common/log.h"
 #include "lib/common/signals.h"
@@ -142,11 +143,9 @@ absl::Status RunCleanup(CleanupProcessOptions o, SignalHandler* signals) {
                      " is not positive; give a duration such as 4m"));
   }
   ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(o.kubeconfig));
-  k8s::ClientOptions client_options;
-  client_options.qps = o.kube_api_qps;
-  client_options.burst = o.kube_api_burst;
-  client_options.field_manager = "compute-domain-controller";
-  ASSIGN_OR_RETURN(std::unique_ptr<k8s::Client> client, k8s::Client::Create(rest, client_options));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<k8s::Client> client,
+      k8s::Client::Create(rest, internal::ClientOptionsFor(o.kube_api_qps, o.kube_api_burst)));
   o.cleanup.stopped = [signals] { return signals->ShutdownRequested(); };
   return DeleteAllComputeDomains(client.get(), o.cleanup);
 }
