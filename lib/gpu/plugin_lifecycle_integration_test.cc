@@ -1,0 +1,166 @@
+// The gpu-kubelet-plugin binary's process life against the real local control plane: its health
+// service and metrics, SIGUSR2 stack dumps, a restart between prepare and unprepare, and kill -9
+// in the middle of prepares.
+
+#include "lib/gpu/plugin_integration_test_fixture.h"
+
+namespace dra::gpu {
+namespace {
+
+namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+using dra::k8s::Client;
+using dra::k8s::ResourceClaim;
+using dra::k8s::ResourceSlice;
+using testing::PluginIntegrationTest;
+
+// grpc.health.v1.Health/Check with an empty request; returns the status field (1 = SERVING).
+int HealthStatus(int port) {
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::ByteBuffer request, response;  // empty HealthCheckRequest
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](const grpc::Status& s) { done.set_value(s); });
+  grpc::Status s = done.get_future().get();
+  if (!s.ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return -1;
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  // HealthCheckResponse{status = 1}: field 1, varint.
+  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : -1;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  (void)bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));  // port 0 on loopback: cannot fail
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST_F(PluginIntegrationTest, HealthServiceAndMetricsAreServed) {
+  int health_port = FreePort();
+  int http_port = FreePort();
+  std::string root = tmp_.path() + "/root";
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("t4-2x", root).ok());
+  plugin_ = std::make_unique<dra::testing::PluginProcess>(dra::testing::PluginProcessOptions{
+      .node_name = node_,
+      .driver_root = root,
+      .work_dir = tmp_.path(),
+      .extra_args = {absl::StrCat("--healthcheck-port=", health_port),
+                     absl::StrCat("--http-endpoint=127.0.0.1:", http_port)}});
+  plugin_->Start();
+  ASSERT_TRUE(plugin_->WaitForSocket());
+  int status = -1;
+  for (int i = 0; i < 100 && status != 1; ++i) {
+    status = HealthStatus(health_port);
+    if (status != 1) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(status, 1) << "grpc.health.v1 did not report SERVING";
+  std::string uid = AllocatedClaim(node_ + "-h", "gpu-1");
+  ASSERT_EQ(Prepare(node_ + "-h", uid), "");
+  auto rest = dra::k8s::RestConfig{.server = absl::StrCat("http://127.0.0.1:", http_port)};
+  auto metrics_client = Client::Create(rest);
+  ASSERT_TRUE(metrics_client.ok());
+  auto text = (*metrics_client)->GetRaw("/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text,
+              ::testing::HasSubstr(
+                  "nvidia_dra_requests_total{driver=\"gpu.nvidia.com\",operation=\"prepare\"} 1"));
+  EXPECT_THAT(*text, ::testing::HasSubstr(
+                         absl::StrCat("nvidia_dra_prepared_devices{node=\"", node_,
+                                      "\",driver=\"gpu.nvidia.com\",device_type=\"gpu\"} 1")));
+  ASSERT_EQ(Unprepare(node_ + "-h", uid), "");
+}
+
+TEST_F(PluginIntegrationTest, Sigusr2WritesEveryThreadsStack) {
+  StartPlugin("t4-2x");
+  const std::string debug_dir = plugin_->plugins_dir() + "/gpu.nvidia.com/debug";
+  const std::string dump = debug_dir + "/thread-stacks.dump";
+  std::filesystem::remove(dump);
+  kill(plugin_->pid(), SIGUSR2);
+  for (int i = 0; i < 100 && !std::filesystem::exists(dump); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  std::ifstream in(dump);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(),
+              ::testing::HasSubstr(absl::StrCat("thread stacks of pid ", plugin_->pid())));
+  EXPECT_THAT(text.str(), ::testing::HasSubstr("#0 "));
+  // Only root may read the stacks or enter the directory.
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::status(dump).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(debug_dir).permissions(), fs::perms::owner_all);
+  // The plugin keeps serving after the dump.
+  std::string uid = AllocatedClaim(node_ + "-s", "gpu-0");
+  EXPECT_EQ(Prepare(node_ + "-s", uid), "");
+  EXPECT_EQ(Unprepare(node_ + "-s", uid), "");
+}
+
+TEST_F(PluginIntegrationTest, RestartBetweenPrepareAndUnprepareLosesNothing) {
+  StartPlugin("h100-8x");
+  std::string uid = AllocatedClaim(node_ + "-r", "gpu-2");
+  ASSERT_EQ(Prepare(node_ + "-r", uid), "");
+  plugin_->Stop(SIGTERM);
+  plugin_->Start();
+  ASSERT_TRUE(plugin_->WaitForSocket());
+  // Still prepared: a second claim on the same GPU is refused, the spec is still there.
+  std::string other = AllocatedClaim(node_ + "-r2", "gpu-2");
+  EXPECT_THAT(Prepare(node_ + "-r2", other), ::testing::HasSubstr("already allocated"));
+  EXPECT_TRUE(SpecExists(uid));
+  ASSERT_EQ(Unprepare(node_ + "-r", uid), "");
+  EXPECT_FALSE(SpecExists(uid));
+  EXPECT_EQ(Prepare(node_ + "-r2", other), "");
+}
+
+TEST_F(PluginIntegrationTest, KillDuringPrepareThenRetryIsConsistent) {
+  StartPlugin("h100-8x");
+  std::mt19937 rng(42);
+  for (int i = 0; i < 12; ++i) {
+    SCOPED_TRACE(i);
+    std::string name = absl::StrCat(node_, "-k", i);
+    std::string uid = AllocatedClaim(name, absl::StrCat("gpu-", i % 8));
+    // Fire the prepare and kill the plugin somewhere inside it (0..4 ms in).
+    std::thread caller([&] { (void)Prepare(name, uid); });
+    absl::SleepFor(absl::Microseconds(rng() % 4000));
+    plugin_->Stop(SIGKILL);
+    caller.join();
+    plugin_->Start();
+    ASSERT_TRUE(plugin_->WaitForSocket());
+    // The kubelet retries; the retry must succeed and leave exactly one consistent record.
+    ASSERT_EQ(Prepare(name, uid), "");
+    EXPECT_TRUE(SpecExists(uid));
+    ASSERT_EQ(Unprepare(name, uid), "");
+    EXPECT_FALSE(SpecExists(uid));
+  }
+  // The startup cleanup (under the prep lock) removes temporary files of killed writes.
+  auto leftovers = [&] {
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(plugin_->cdi_dir())) {
+      left.push_back(e.path().filename());
+    }
+    return left;
+  };
+  for (int i = 0; i < 100 && !leftovers().empty(); ++i) absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_THAT(leftovers(), ::testing::IsEmpty());
+  plugin_->Stop(SIGTERM);
+  auto cp = checkpoint::Checkpoint::Open(plugin_->data_dir());
+  ASSERT_TRUE(cp.ok()) << cp.status();
+  auto all = (*cp)->List();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+}
+
+}  // namespace
+}  // namespace dra::gpu
