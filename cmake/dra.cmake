@@ -23,13 +23,12 @@ function(dra_test name)
   endif()
   add_executable(${name} ${ARG_SRCS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
-  # Tests find scripts and fixtures of the source tree through this (test/support/cluster_env.h).
-  target_compile_definitions(${name} PRIVATE DRA_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                            DRA_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  # dra_build_paths: where tests find the source and build trees (test/support/build_paths.h).
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} dra_build_paths GTest::gmock GTest::gtest_main)
   set(serial FALSE)
   if("integration" IN_LIST ARG_LABELS OR "e2e" IN_LIST ARG_LABELS)
     set(serial TRUE)  # they share the one local cluster
+    add_dependencies(cluster-deps ${name})
   endif()
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST

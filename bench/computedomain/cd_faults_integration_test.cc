@@ -20,7 +20,9 @@
 #include "gtest/gtest.h"
 #include "lib/k8s/objects_apps.h"
 #include "lib/k8s/objects_resource.h"
+#include "test/support/build_paths.h"
 #include "test/support/cluster_env.h"
+#include "test/support/crds.h"
 
 namespace dra::bench {
 namespace {
@@ -28,7 +30,7 @@ namespace {
 constexpr absl::Duration kConverge = absl::Seconds(90);
 
 SimOptions Options(int nodes) {
-  const std::string bin = DRA_BINARY_DIR;
+  const std::string bin = dra::testing::BinaryDir();
   SimOptions o;
   o.nodes = nodes;
   o.kubeconfig = dra::testing::AdminKubeconfig();
@@ -44,28 +46,12 @@ SimOptions Options(int nodes) {
   return o;
 }
 
-// The CRDs come with the chart (an e2e run installs them); a cluster without them gets the
-// chart's, applied the way hack/cluster/helm-driver.sh does, so that this test runs on its own.
+// The ComputeDomain CRDs: every run starts from an empty control plane.
 class CrdEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    const std::string kubectl = "kubectl --kubeconfig=" + dra::testing::AdminKubeconfig();
-    if (std::system((kubectl + " get crd computedomains.resource.nvidia.com "
-                               "computedomaincliques.resource.nvidia.com >/dev/null 2>&1")
-                        .c_str()) == 0) {
-      return;
-    }
-    const std::string apply = kubectl +
-                              " apply --server-side --force-conflicts --field-manager=helm-driver "
-                              "-f " +
-                              dra::testing::SourceDir() +
-                              "/deployments/helm/dra-driver-nvidia-gpu/crds";
-    ASSERT_EQ(std::system(apply.c_str()), 0) << apply;
-    ASSERT_EQ(std::system((kubectl + " wait --for=condition=Established --timeout=60s "
-                                     "crd/computedomains.resource.nvidia.com "
-                                     "crd/computedomaincliques.resource.nvidia.com >/dev/null")
-                              .c_str()),
-              0);
+    absl::Status crds = dra::testing::InstallChartCrds();
+    ASSERT_TRUE(crds.ok()) << crds;
   }
 };
 const ::testing::Environment* const kCrds = ::testing::AddGlobalTestEnvironment(new CrdEnvironment);

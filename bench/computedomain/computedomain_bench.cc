@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "bench/computedomain/sim_domain.h"
 #include "lib/common/signals.h"
+#include "test/support/build_paths.h"
 
 namespace {
 
@@ -181,7 +182,7 @@ int main(int argc, char** argv) {
       Usage("unknown argument " + a);
     }
   }
-  const std::string bin = DRA_BINARY_DIR;
+  const std::string bin = dra::testing::BinaryDir();
   const char* cluster = std::getenv("DRA_CLUSTER_DIR");
   base.kubeconfig = std::string(cluster != nullptr && *cluster ? cluster : "/tmp/dra-cluster") +
                     "/admin.kubeconfig";

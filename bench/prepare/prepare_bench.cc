@@ -51,6 +51,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/common/bench_node.h"
+#include "test/support/build_paths.h"
 
 namespace {
 
@@ -427,7 +428,7 @@ int main(int argc, char** argv) {
   int empty_calls = 200;
   std::string save_log;
   std::vector<std::string> plugin_args = {"--kube-api-qps=1000", "--kube-api-burst=1000"};
-  std::string plugin = std::string(DRA_BINARY_DIR) + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
+  std::string plugin = dra::testing::BinaryDir() + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/common/bench_node.h"
+#include "test/support/build_paths.h"
 
 namespace {
 
@@ -83,7 +84,7 @@ void Print(const char* label, const Sample& s) {
 int main(int argc, char** argv) {
   int prepares = 100;
   bool list_libraries = false;
-  std::string plugin = std::string(DRA_BINARY_DIR) + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
+  std::string plugin = dra::testing::BinaryDir() + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--prepares" && i + 1 < argc)

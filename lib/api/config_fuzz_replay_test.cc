@@ -12,12 +12,13 @@
 
 #include "gtest/gtest.h"
 #include "lib/api/config_fuzz.h"
+#include "test/support/build_paths.h"
 #include "test/support/fuzz_corpus.h"
 
 namespace {
 
 std::filesystem::path CorpusDir() {
-  return std::filesystem::path(DRA_SOURCE_DIR) / "lib" / "api" / "fuzz_corpus";
+  return std::filesystem::path(dra::testing::SourceDir()) / "lib" / "api" / "fuzz_corpus";
 }
 
 std::string ReadFile(const std::filesystem::path& path) {

@@ -17,6 +17,8 @@
 #include "lib/cdcontroller/testing_cluster.h"
 #include "lib/k8s/errors.h"
 #include "lib/k8s/objects_coordination.h"
+#include "test/support/build_paths.h"
+#include "test/support/crds.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -45,7 +47,7 @@ class ControllerProcess {
       dup2(STDOUT_FILENO, STDERR_FILENO);
       std::vector<char*> argv;
       static const std::string kBinary =
-          std::string(DRA_BINARY_DIR) + "/cmd/compute-domain-controller/compute-domain-controller";
+          dra::testing::BinaryDir() + "/cmd/compute-domain-controller/compute-domain-controller";
       argv.push_back(const_cast<char*>(kBinary.c_str()));
       for (std::string& a : args_) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -82,6 +84,12 @@ class ControllerProcess {
 
 class LeaderElectionIntegrationTest : public ::testing::Test {
  protected:
+  // The ComputeDomain CRDs: every run starts from an empty control plane.
+  static void SetUpTestSuite() {
+    absl::Status crds = dra::testing::InstallChartCrds();
+    ASSERT_TRUE(crds.ok()) << crds;
+  }
+
   std::unique_ptr<ControllerProcess> Controller(const std::string& pod, absl::Duration lease,
                                                 absl::Duration renew) {
     std::vector<std::string> args = {

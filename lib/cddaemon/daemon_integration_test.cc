@@ -32,7 +32,9 @@
 #include "lib/k8s/objects_compute_domain.h"
 #include "lib/k8s/objects_core.h"
 #include "lib/k8s/rest_config.h"
+#include "test/support/build_paths.h"
 #include "test/support/cluster_env.h"
+#include "test/support/crds.h"
 
 namespace dra::cddaemon {
 namespace {
@@ -43,9 +45,9 @@ using ::testing::Not;
 constexpr k8s::ResourceInfo kNamespace{"", "v1", "Namespace", "namespaces", false};
 constexpr k8s::ResourceInfo kConfigMaps{"", "v1", "ConfigMap", "configmaps", true};
 const std::string kDaemonBinary =
-    std::string(DRA_BINARY_DIR) + "/cmd/compute-domain-daemon/compute-domain-daemon";
-const std::string kFakeImex = std::string(DRA_BINARY_DIR) + "/test/doubles/imex/nvidia-imex";
-const std::string kFakeImexCtl = std::string(DRA_BINARY_DIR) + "/test/doubles/imex/nvidia-imex-ctl";
+    dra::testing::BinaryDir() + "/cmd/compute-domain-daemon/compute-domain-daemon";
+const std::string kFakeImex = dra::testing::BinaryDir() + "/test/doubles/imex/nvidia-imex";
+const std::string kFakeImexCtl = dra::testing::BinaryDir() + "/test/doubles/imex/nvidia-imex-ctl";
 constexpr char kCliqueId[] = "a1b2c3d4-0000-4000-8000-000000000001.7";
 
 bool Eventually(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(20)) {
@@ -84,6 +86,12 @@ struct SimNode {
 
 class DaemonIntegrationTest : public ::testing::Test {
  protected:
+  // The ComputeDomain CRDs: every run starts from an empty control plane.
+  static void SetUpTestSuite() {
+    absl::Status crds = dra::testing::InstallChartCrds();
+    ASSERT_TRUE(crds.ok()) << crds;
+  }
+
   void SetUp() override {
     auto rest = k8s::LoadKubeconfig(testing::AdminKubeconfig());
     ASSERT_TRUE(rest.ok()) << rest.status();

@@ -8,13 +8,14 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/doubles/testing/mock_driver_root.h"
+#include "test/support/build_paths.h"
 
 namespace dra::cdplugin {
 namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kBinary = std::string(DRA_BINARY_DIR) +
+const std::string kBinary = dra::testing::BinaryDir() +
                             "/cmd/compute-domain-kubelet-plugin/compute-domain-kubelet-plugin";
 
 dra::testing::CommandResult RunPlugin(std::vector<std::string> args) {

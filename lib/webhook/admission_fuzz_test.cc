@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "test/support/build_paths.h"
 #include "test/support/fuzz_corpus.h"
 
 namespace {
@@ -16,7 +17,7 @@ int FuzzOne(const std::string& data) {
 
 std::vector<std::string> Seeds() {
   std::vector<std::string> seeds;
-  auto dir = std::filesystem::path(DRA_SOURCE_DIR) / "lib/webhook/fuzz_corpus";
+  auto dir = std::filesystem::path(dra::testing::SourceDir()) / "lib/webhook/fuzz_corpus";
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path(), std::ios::binary);
     std::stringstream buf;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "test/support/build_paths.h"
+
 namespace dra::testing {
 
 inline std::string ClusterDir() {
@@ -16,7 +18,6 @@ inline std::string AdminKubeconfig() { return ClusterDir() + "/admin.kubeconfig"
 inline std::string LimitedKubeconfig() { return ClusterDir() + "/limited.kubeconfig"; }
 inline std::string ExpiredKubeconfig() { return ClusterDir() + "/expired.kubeconfig"; }
 inline std::string TokenKubeconfig() { return ClusterDir() + "/token.kubeconfig"; }
-inline std::string SourceDir() { return DRA_SOURCE_DIR; }
 
 // Restarts kube-apiserver alone (hack/cluster/restart-apiserver.sh: graceful stop, start, /readyz;
 // etcd keeps every object) with its output in <cluster dir>/logs/<log_name>. Returns the script's

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "test/support/build_paths.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -22,7 +23,7 @@ namespace dra::testing {
 // Feeds every regular file under `corpus` (relative to the source tree) to the entry point,
 // expecting it to return 0 for each; returns how many files were replayed.
 inline int ReplayFuzzCorpus(const std::string& corpus) {
-  const std::filesystem::path dir = std::filesystem::path(DRA_SOURCE_DIR) / corpus;
+  const std::filesystem::path dir = std::filesystem::path(dra::testing::SourceDir()) / corpus;
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (!entry.is_regular_file()) continue;

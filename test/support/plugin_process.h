@@ -16,12 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "test/support/build_paths.h"
 #include "test/support/cluster_env.h"
 
 namespace dra::testing {
 
 struct PluginProcessOptions {
-  std::string binary = std::string(DRA_BINARY_DIR) + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
+  std::string binary = dra::testing::BinaryDir() + "/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin";
   std::string node_name;
   std::string driver_root;  // a mock driver root (make-driver-root.sh)
   std::string work_dir;     // kubelet dirs, CDI root and the log live here
