@@ -17,6 +17,7 @@
 #include "lib/cdcontroller/render.h"
 #include "lib/cdcontroller/testing_cluster.h"
 #include "lib/k8s/errors.h"
+#include "test/support/crds.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -69,6 +70,12 @@ class FakeNode {
 
 class ControllerIntegrationTest : public ::testing::Test {
  protected:
+  // The ComputeDomain CRDs: every run starts from an empty control plane.
+  static void SetUpTestSuite() {
+    absl::Status crds = dra::testing::InstallChartCrds();
+    ASSERT_TRUE(crds.ok()) << crds;
+  }
+
   void StartController() {
     ControllerConfig c;
     c.pod_name = "itest";

@@ -14,6 +14,7 @@
 #include "lib/cdcontroller/testing_cluster.h"
 #include "lib/cdcontroller/uninstall.h"
 #include "lib/k8s/errors.h"
+#include "test/support/crds.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -30,6 +31,12 @@ constexpr const k8s::ResourceInfo& kCD = k8s::ComputeDomain::kResource;
 
 class UninstallCleanupIntegrationTest : public ::testing::Test {
  protected:
+  // The ComputeDomain CRDs: every run starts from an empty control plane.
+  static void SetUpTestSuite() {
+    absl::Status crds = dra::testing::InstallChartCrds();
+    ASSERT_TRUE(crds.ok()) << crds;
+  }
+
   void CreateHeld(const std::string& name) {
     json cd = ComputeDomainManifest(ns_.name(), name, 0, name + "-channel");
     cd["metadata"]["finalizers"] = json::array({kHold});

@@ -18,6 +18,7 @@
 #include "lib/cddaemon/cd_status_registrar.h"
 #include "lib/k8s/rest_config.h"
 #include "test/support/cluster_env.h"
+#include "test/support/crds.h"
 
 namespace dra::cddaemon {
 namespace {
@@ -26,6 +27,12 @@ constexpr k8s::ResourceInfo kNamespace{"", "v1", "Namespace", "namespaces", fals
 
 class CdStatusRegistrarIntegrationTest : public ::testing::Test {
  protected:
+  // The ComputeDomain CRDs: every run starts from an empty control plane.
+  static void SetUpTestSuite() {
+    absl::Status crds = dra::testing::InstallChartCrds();
+    ASSERT_TRUE(crds.ok()) << crds;
+  }
+
   void SetUp() override {
     auto rest = k8s::LoadKubeconfig(testing::AdminKubeconfig());
     ASSERT_TRUE(rest.ok()) << rest.status();

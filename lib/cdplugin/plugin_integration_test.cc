@@ -30,6 +30,8 @@
 #include "proto/dra/v1/api.grpc.pb.h"
 #include "test/doubles/mock-nvml/caps_minors.h"
 #include "test/doubles/testing/mock_driver_root.h"
+#include "test/support/build_paths.h"
+#include "test/support/crds.h"
 #include "test/support/plugin_process.h"
 
 namespace dra::cdplugin {
@@ -91,6 +93,12 @@ int FreePort() {
 
 class CdPluginIntegrationTest : public ::testing::Test {
  protected:
+  // The ComputeDomain CRDs: every run starts from an empty control plane.
+  static void SetUpTestSuite() {
+    absl::Status crds = dra::testing::InstallChartCrds();
+    ASSERT_TRUE(crds.ok()) << crds;
+  }
+
   void SetUp() override {
     auto cfg = k8s::LoadKubeconfig(dra::testing::AdminKubeconfig());
     ASSERT_TRUE(cfg.ok()) << cfg.status();
@@ -128,7 +136,7 @@ class CdPluginIntegrationTest : public ::testing::Test {
       }
     }
     plugin_ = std::make_unique<dra::testing::PluginProcess>(dra::testing::PluginProcessOptions{
-        .binary = std::string(DRA_BINARY_DIR) +
+        .binary = dra::testing::BinaryDir() +
                   "/cmd/compute-domain-kubelet-plugin/compute-domain-kubelet-plugin",
         .node_name = node_,
         .driver_root = root,
@@ -437,7 +445,7 @@ class CdPluginHostManagedTest : public CdPluginIntegrationTest {
                                  FreePort(), "\nIMEX_CMD_UNIX_DOMAIN_PATH=", root(),
                                  "/etc/nvidia-imex/imex_ctrl.sock\n"))
                     .ok());
-    const std::string binary = std::string(DRA_BINARY_DIR) + "/test/doubles/imex/nvidia-imex";
+    const std::string binary = dra::testing::BinaryDir() + "/test/doubles/imex/nvidia-imex";
     const std::string config = dir + "/imex.cfg", log = dir + "/imex.log";
     imex_pid_ = fork();
     if (imex_pid_ == 0) {
