@@ -1,5 +1,5 @@
-# libFuzzer builds: the `fuzz` preset (clang, -DDRA_FUZZ=ON, build/fuzz); hack/fuzz.sh builds the
-# `fuzzers` target and runs each fuzzer for a bounded time.
+# libFuzzer builds: the `check` preset (clang, -DDRA_FUZZ=ON, build/check) builds them with the
+# rest of the tree; hack/fuzz.sh runs each fuzzer for a bounded time.
 #
 # With DRA_FUZZ every target of the tree is compiled with coverage instrumentation
 # (-fsanitize=fuzzer-no-link) and ASan + UBSan, so a fuzzer's coverage counts the edges of the
@@ -14,7 +14,7 @@ option(DRA_FUZZ "Build the libFuzzer targets (needs clang and its libFuzzer runt
 
 if(DRA_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-    message(FATAL_ERROR "DRA_FUZZ needs clang (cmake --preset fuzz); CMAKE_CXX_COMPILER is "
+    message(FATAL_ERROR "DRA_FUZZ needs clang (cmake --preset check); CMAKE_CXX_COMPILER is "
                         "${CMAKE_CXX_COMPILER_ID}")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined

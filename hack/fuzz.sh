@@ -6,12 +6,12 @@
 #   hack/fuzz.sh [--no-build] [SECONDS] [TARGET...]
 #
 # SECONDS per target (default 60); TARGETs are the short names below (default: all). Without
-# --no-build it configures the `fuzz` preset (clang, build/fuzz) and builds the `fuzzers` target.
-# New inputs libFuzzer finds go to build/fuzz/fuzz-work/<target>/ (emptied at each run), so the
+# --no-build it configures the `check` preset (clang, build/check) and builds the `fuzzers` target.
+# New inputs libFuzzer finds go to build/check/fuzz-work/<target>/ (emptied at each run), so the
 # repository's corpora only change by hand. A crash, leak, timeout or out-of-memory input is kept
-# as build/fuzz/fuzz-artifacts/<target>-crash-<sha1>; turn it into a corpus file of that target
+# as build/check/fuzz-artifacts/<target>-crash-<sha1>; turn it into a corpus file of that target
 # (the replay tests then run it in every CI build) and fix the code. Reproduce one with
-#   build/fuzz/<binary> <file>
+#   build/check/<binary> <file>
 # The last line counts the targets: `fuzz: N passed, N failed, 0 skipped` (failed: a finding, or a
 # fuzzer that did not run).
 set -euo pipefail
@@ -46,9 +46,9 @@ if [[ ${1:-} =~ ^[0-9]+$ ]]; then
 fi
 wanted=("$@")
 
-BUILD=$ROOT/build/fuzz
+BUILD=$ROOT/build/check
 if ((build)); then
-  cmake --preset fuzz >/dev/null
+  cmake --preset check >/dev/null
   cmake --build "$BUILD" --target fuzzers -j "${DRA_BUILD_JOBS:-$(nproc)}"
 fi
 

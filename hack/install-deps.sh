@@ -20,6 +20,10 @@ enable_non_free() {
 PACKAGES=(
   # build toolchain
   build-essential cmake ninja-build pkg-config ccache clang clang-format clang-tidy lld
+  # clang-tidy 22 (bookworm-security) for the static checks: unlike 14 it does not run the checks
+  # over system headers (whose findings were never shown), which makes a full run about 5x faster;
+  # its sanitizer headers, which the check build's compile commands include
+  clang-tidy-22 libclang-rt-22-dev
   # clang's runtimes (libFuzzer, its ASan/UBSan) for the fuzz preset (hack/fuzz.sh); bookworm's
   # clang is 14, and libclang-common-14-dev no longer pulls them in
   libclang-rt-14-dev

@@ -58,7 +58,7 @@ TEST(ApiConfigFuzzReplayTest, EdgeInputs) {
 // A fixed-seed mutation run over the corpus: not a replacement for the fuzzer, but it keeps CI
 // exploring a little past the corpus on every run, deterministically. For a longer local run:
 //   DRA_API_FUZZ_ITERATIONS=1000000 DRA_API_FUZZ_SEED=7
-//   build/asan/lib/api/api_config_fuzz_replay_test
+//   build/check/lib/api/api_config_fuzz_replay_test
 TEST(ApiConfigFuzzReplayTest, DeterministicMutations) {
   std::vector<std::string> seeds;
   for (const auto& entry : std::filesystem::directory_iterator(CorpusDir())) {

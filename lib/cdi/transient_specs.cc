@@ -68,7 +68,7 @@ std::string TransientSpecDir::PathFor(absl::string_view id) const {
 }
 
 absl::StatusOr<std::string> TransientSpecDir::Write(absl::string_view id, Spec spec) const {
-  const std::string path = PathFor(id);
+  std::string path = PathFor(id);
   const std::string context = absl::StrCat("write CDI spec ", path);
   if (id.empty() || id.find('\0') != absl::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(context, ": invalid spec ID"));

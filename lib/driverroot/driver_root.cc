@@ -134,7 +134,7 @@ absl::StatusOr<std::string> DriverRoot::FindLibrary(absl::string_view name) cons
     absl::StatusOr<std::string> resolved = Resolve(absl::StrCat(dir == "/" ? "" : dir, "/", name));
     if (!resolved.ok()) continue;
     struct stat st;
-    const std::string path = Path(*resolved);
+    std::string path = Path(*resolved);
     if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return path;
   }
   return absl::NotFoundError(absl::StrCat("find library ", name, ": not in / or ",

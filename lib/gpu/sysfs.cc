@@ -72,7 +72,7 @@ absl::StatusOr<std::string> ReadPcieRoot(std::string_view sysfs_root, std::strin
     return absl::FailedPreconditionError(absl::StrCat(
         "link ", link.string(), " points to ", target.string(), ", outside ", devices.string()));
   }
-  const std::string root = relative.begin()->string();
+  std::string root = relative.begin()->string();
   if (!LooksLikePcieRoot(root)) {
     return absl::FailedPreconditionError(absl::StrCat("link ", link.string(), " points to ",
                                                       target.string(), ": ", root,

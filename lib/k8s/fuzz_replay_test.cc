@@ -1,7 +1,7 @@
 // Replays lib/k8s/fuzz_corpus/<target>/ through the fuzz entry points (fuzz_targets.h), plus a
 // short fixed-seed mutation run over each corpus, so CI exercises them without a fuzzer runtime. A
 // crash, an exception or an invariant violation aborts this test. For a longer local run:
-//   DRA_K8S_FUZZ_ITERATIONS=1000000 DRA_K8S_FUZZ_SEED=7 build/asan/lib/k8s/k8s_fuzz_replay_test
+//   DRA_K8S_FUZZ_ITERATIONS=1000000 DRA_K8S_FUZZ_SEED=7 build/check/lib/k8s/k8s_fuzz_replay_test
 
 #include <cstdlib>
 #include <filesystem>

@@ -9,7 +9,7 @@
 // Built twice: into k8s_fuzz_replay_test, which replays lib/k8s/fuzz_corpus/<target>/ in the unit
 // tests, and (the fuzz preset, cmake/fuzz.cmake) into one libFuzzer binary per target through
 // fuzz_main.cc, e.g.
-//   build/fuzz/lib/k8s/k8s_watch_fuzzer lib/k8s/fuzz_corpus/watch
+//   build/check/lib/k8s/k8s_watch_fuzzer lib/k8s/fuzz_corpus/watch
 
 #include <cstddef>
 #include <cstdint>
