@@ -28,9 +28,9 @@
 # (DRA_TEST_FUZZ_SECONDS per target, default 10), DRA_TEST_UNIT=0 the check build's unit tests
 # (with DRA_TEST_STATIC=0 too, the check build is skipped); DRA_TEST_STATE_DIR (default
 # /var/tmp/dra-test) and DRA_TEST_RUN_DIR (default /run/dra-test, a tmpfs) hold the run's cluster
-# and node state; DRA_TEST_CLUSTER_LOCK (default /tmp/dra-cluster.lock) is flocked for the whole
-# run, since the local cluster's ports are the machine's; DRA_KEEP_CLUSTER=1 leaves the cluster
-# running afterwards (and its state folder).
+# and node state; DRA_TEST_CLUSTER_LOCK (default /tmp/dra-e2e.lock, which the soak and the benches
+# take too) is flocked for the whole run, since the local cluster's ports are the machine's;
+# DRA_KEEP_CLUSTER=1 leaves the cluster running afterwards (and its state folder).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -39,7 +39,7 @@ fresh=0
 case ${1:-} in
   --fresh) fresh=1 ;;
   "") ;;
-  -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "usage: $0 [--fresh]" >&2; exit 2 ;;
 esac
 
@@ -57,16 +57,15 @@ u_passed=0 u_failed=0 u_skipped=0 i_passed=0 i_failed=0 i_skipped=0
 s_passed=0 s_failed=0 s_skipped=0 f_passed=0 f_failed=0 f_skipped=0 e_passed=0 e_failed=0 e_skipped=0
 
 # Whatever a local cluster from the default folders (hack/demo.sh, a developer's up.sh) runs holds
-# the ports: stop it. Its state stays where it is, for its owner. (Before the lock below: down.sh
-# takes /tmp/dra-cluster.lock itself, the default folder's up/down lock.)
+# the ports: stop it. Its state stays where it is, for its owner.
 step "stopping any local cluster on the default ports (its state is kept)"
 hack/cluster/down.sh
 
 # The one lock for the machine's cluster ports: a second run (or anyone else using the local
 # cluster under the same lock) waits instead of stopping this run's cluster.
-exec 8>"${DRA_TEST_CLUSTER_LOCK:-/tmp/dra-cluster.lock}"
+exec 8>"${DRA_TEST_CLUSTER_LOCK:-/tmp/dra-e2e.lock}"
 if ! flock -n 8; then
-  echo "[test] waiting for the cluster lock ${DRA_TEST_CLUSTER_LOCK:-/tmp/dra-cluster.lock}"
+  echo "[test] waiting for the cluster lock ${DRA_TEST_CLUSTER_LOCK:-/tmp/dra-e2e.lock}"
   flock 8
 fi
 
@@ -255,9 +254,15 @@ if ((run_checks)); then
   bg_rc=0
   wait "$bg_pid" || bg_rc=$?
   bg_pid=
-  cat "$static_log"
+  # ninja's one line per compiled unit is left out; errors, findings and the timings stay.
+  grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking|Generating|Running|Automatic)' "$static_log" || true
   took "background lane (after e2e)" $((SECONDS - t))
   took "background lane (in all)" $((SECONDS - bg_start))
+  # Its parts, from hack/static-checks.sh's progress lines (wall time, on the CPU left idle).
+  part=$(sed -nE 's/.*clang build done in ([0-9]+) s.*/\1/p' "$static_log" | tail -n 1)
+  [[ -z $part ]] || took "  check build (background)" "$part"
+  part=$(sed -nE 's/.*clang-tidy done in ([0-9]+) s.*/\1/p' "$static_log" | tail -n 1)
+  [[ -z $part ]] || took "  clang-tidy (background)" "$part"
   if [[ ${DRA_TEST_STATIC:-1} != 0 ]]; then
     read -r s_passed s_failed s_skipped < <(summary_counts "$static_log" static)
     echo "static: $s_passed passed, $s_failed failed, $s_skipped skipped"
