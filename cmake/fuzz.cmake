@@ -31,7 +31,9 @@ function(dra_fuzzer name)
   add_executable(${name} ${ARG_SRCS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${name} PRIVATE ${ARG_DEFS})
-  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  # The static sanitizer runtime: a fuzzer loads no instrumented library of its own, and libFuzzer
+  # puts libstdc++ ahead of a shared runtime, which ASan refuses (CMakeLists.txt, -shared-libsan).
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer -static-libsan)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   add_dependencies(fuzzers ${name})
 endfunction()

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +34,7 @@
 #include "bench/computedomain/sim_domain.h"
 #include "lib/common/signals.h"
 #include "test/support/build_paths.h"
+#include "test/support/crds.h"
 
 namespace {
 
@@ -192,6 +194,12 @@ int main(int argc, char** argv) {
   base.imex_ctl_binary = bin + "/test/doubles/imex/nvidia-imex-ctl";
   const char* tmp = std::getenv("TMPDIR");
   base.work_dir = tmp != nullptr && *tmp ? tmp : "/tmp";
+  // The ComputeDomain CRDs, from the chart: the bench may run on a control plane that no Helm
+  // install has touched.
+  if (absl::Status crds = dra::testing::InstallChartCrds(); !crds.ok()) {
+    std::fprintf(stderr, "computedomain_bench: %s\n", crds.ToString().c_str());
+    return 1;
+  }
 
   // Before any thread: a shutdown signal then only sets the flag and the run cleans up.
   auto signals = dra::SignalHandler::Start();

@@ -97,8 +97,17 @@ namespace {
 // Programs run against a mock root (the plugin's nvidia-smi runs) get the mock library through
 // LD_PRELOAD. In a sanitizer build both are instrumented, and ASan refuses to start when a
 // preloaded library comes before its runtime; children of this test process may do that.
-void AllowPreloadedMockInChildren() {
+// gcc defines __SANITIZE_ADDRESS__; clang 14 only answers __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
+#define DRA_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DRA_ADDRESS_SANITIZER 1
+#endif
+#endif
+
+void AllowPreloadedMockInChildren() {
+#if defined(DRA_ADDRESS_SANITIZER)
   const char* current = std::getenv("ASAN_OPTIONS");
   std::string options = current != nullptr ? current : "";
   if (options.find("verify_asan_link_order") != std::string::npos) return;
