@@ -108,12 +108,13 @@ plugin_metric() {
   wait_for 30 "the kubelet to report $used healthy" eval '[ "$(pod_device_health pod1 "$used")" = Healthy ]'
   [ -z "$(slice_taints "$used")" ]
 
-  # Two free GPUs: one gets a critical XID, the other one that only says an application failed.
+  # Two free GPUs (no claim holds them, pod1's included): one gets a critical XID, the other one
+  # that only says an application failed.
   local free bad ok bad_uuid ok_uuid
-  free=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |
-    jq -r --arg u "$used" '.items[] | .spec.pool.name as $p | .spec.devices[] | "\($p)/\(.name)" | select(. != $u)' | sort)
+  free=$(free_gpus "$GPU_NODE")
   bad=$(sed -n 1p <<<"$free")
   ok=$(sed -n 2p <<<"$free")
+  [ -n "$ok" ] || { echo "not 2 free GPUs on $GPU_NODE; allocated: $(device_holders)"; false; }
   bad_uuid=$(slice_uuid "$bad")
   ok_uuid=$(slice_uuid "$ok")
 
@@ -165,9 +166,11 @@ recovered_count() {
   used=$(allocated one-gpu)
   used_uuid=$(slice_uuid "$used")
   wait_for 30 "the kubelet to report $used healthy" eval '[ "$(pod_device_health pod1 "$used")" = Healthy ]'
-  bad=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |
-    jq -r --arg u "$used" '.items[] | .spec.pool.name as $p | .spec.devices[] | "\($p)/\(.name)" | select(. != $u)' |
-    sort | head -n 1)
+  # A GPU no claim holds (pod1's included). One that another claim held (a demo's workload,
+  # another file's leftover) would keep pod-bad Pending after the recovery: the scheduler retries
+  # it when the slice changes, and that retry fails for the other claim.
+  bad=$(free_gpus "$GPU_NODE" | head -n 1)
+  [ -n "$bad" ] || { echo "no free GPU on $GPU_NODE; allocated: $(device_holders)"; false; }
   bad_uuid=$(slice_uuid "$bad")
   local used_events bad_events
   used_events=$(recovered_count "${used#*/}")
@@ -202,8 +205,10 @@ recovered_count() {
   wait_for 30 "the kubelet to report $used healthy again" eval '[ "$(pod_device_health pod1 "$used")" = Healthy ]'
   [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Running ]
 
-  # The scheduler places the waiting pod on the recovered GPU.
-  wait_pod_phase pod-bad Running 90
+  # The scheduler places the waiting pod on the recovered GPU: the untaint is a ResourceSlice
+  # update, on which kube-scheduler retries every pod a DRA filter turned down (after the pod's
+  # backoff, at most 10 s); docs/compatibility.md "When a pod runs after a recovery".
+  wait_pod_phase pod-bad Running 60 || { echo "allocated: $(device_holders)"; false; }
   wait_log pod-bad
   [ "$(gpu_uuids pod-bad)" = "$bad_uuid" ]
 

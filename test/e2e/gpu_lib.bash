@@ -151,6 +151,28 @@ slice_uuid() {
       '.items[] | select(.spec.pool.name == $p) | .spec.devices[]? | select(.name == $d) | .attributes.uuid.string'
 }
 
+# "pool/device claim-namespace/claim-name" for every $DRIVER device some ResourceClaim in the
+# cluster has allocated (any namespace: a demo's workloads, another file's leftovers).
+device_holders() {
+  kubectl get resourceclaims -A -o json | jq -r --arg d "$DRIVER" '.items[] |
+    "\(.metadata.namespace)/\(.metadata.name)" as $c | .status.allocation.devices.results[]? |
+    select(.driver == $d) | "\(.pool)/\(.device) \($c)"' | sort
+}
+
+# free_gpus <node>: the node's full GPUs ("pool/device", in index order) that no ResourceClaim
+# has allocated and that carry no taint. A test that pins its claim to one GPU (a CEL selector
+# on the uuid) must pin a free one: when another claim holds it, the scheduler's retries (one per
+# ResourceSlice change, docs/compatibility.md "When a pod runs after a recovery") all fail, and
+# the pod waits for that claim to go or for the scheduler's 5-minute flush.
+free_gpus() {
+  local held
+  held=$(device_holders | cut -d' ' -f1 | jq -R . | jq -sc .)
+  kubectl get resourceslices -o json --field-selector "spec.nodeName=$1,spec.driver=$DRIVER" |
+    jq -r --argjson held "$held" '.items[] | .spec.pool.name as $p | .spec.devices[] |
+      select(.attributes.type.string == "gpu" and ((.taints // []) | length) == 0) |
+      "\($p)/\(.name)" | select(IN($held[]) | not)' | sort -V
+}
+
 slice_device_count() {
   kubectl get resourceslices -o json --field-selector "spec.nodeName=$1,spec.driver=$DRIVER" |
     jq '[.items[].spec.devices | length] | add // 0'

@@ -129,15 +129,22 @@ EOF
 
 @test "consumable shares: two claims get the same GPU; equal configs both run, a conflicting one is refused" {
   change_driver --set featureGates.ConsumableShares=true --set consumableShares=memory
+  # The claims below pin one GPU, which must be free: a claim that already holds it (a demo's
+  # workload, another file's leftover) got it whole, before the upgrade, and no share fits beside
+  # it; the scheduler would retry pa at every slice change and fail each time.
+  local gpu
+  gpu=$(free_gpus "$GPU_NODE" | head -n 1)
+  [ -n "$gpu" ] || { echo "no free GPU on $GPU_NODE; allocated: $(device_holders)"; false; }
+  gpu=${gpu#*/}
   # The slice now announces shareable devices with a memory request policy.
   local dev deadline=$((SECONDS + 30))
   until dev=$(kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |
-    jq -c '.items[].spec.devices[] | select(.name == "gpu-0")') &&
+    jq -c --arg g "$gpu" '.items[].spec.devices[] | select(.name == $g)') &&
     [[ $(jq -r '.allowMultipleAllocations' <<<"$dev") == true ]]; do
-    ((SECONDS < deadline)) || { echo "gpu-0 not shareable in the slice: $dev"; false; }
+    ((SECONDS < deadline)) || { echo "$gpu not shareable in the slice: $dev"; false; }
     sleep 0.5
   done
-  echo "# gpu-0 memory: $(jq -c '.capacity.memory' <<<"$dev")" >&3
+  echo "# $gpu memory: $(jq -c '.capacity.memory' <<<"$dev")" >&3
   [ "$(jq -r '.capacity.memory.requestPolicy.validRange.step' <<<"$dev")" = 1Mi ]
   [ "$(jq -r '.capacity.memory.requestPolicy.default' <<<"$dev")" = "$(jq -r '.capacity.memory.value' <<<"$dev")" ]
 
@@ -151,16 +158,16 @@ EOF
   sharing_claim share-c Short "$sel"
   pod pa "$GPU_NODE" "gpu=claim:share-a"
   pod pb "$GPU_NODE" "gpu=claim:share-b"
-  wait_pod_phase pa Running 60
-  wait_pod_phase pb Running 60
+  wait_pod_phase pa Running 60 || { echo "allocated: $(device_holders)"; false; }
+  wait_pod_phase pb Running 60 || { echo "allocated: $(device_holders)"; false; }
   wait_log pa && wait_log pb
   assert_gpus pa 1
   assert_gpus pb 1
   [ "$(gpu_uuids pa)" = "$uuid" ]
   [ "$(gpu_uuids pb)" = "$uuid" ]
-  # The scheduler allocated gpu-0 to both claims, each with its share of the memory.
-  [ "$(allocated share-a)" = "$GPU_NODE/gpu-0" ]
-  [ "$(allocated share-b)" = "$GPU_NODE/gpu-0" ]
+  # The scheduler allocated that GPU to both claims, each with its share of the memory.
+  [ "$(allocated share-a)" = "$GPU_NODE/$gpu" ]
+  [ "$(allocated share-b)" = "$GPU_NODE/$gpu" ]
   local r
   for c in share-a share-b; do
     r=$(k get resourceclaim "$c" -o json | jq -c '.status.allocation.devices.results[0]')
@@ -179,8 +186,8 @@ EOF
     events=$(k get events --field-selector involvedObject.name=pc -o jsonpath='{.items[*].message}')
   done
   echo "# pc: $(grep -o 'requested device [^"]*claim [0-9a-f-]*' <<<"$events" | head -n1)" >&3
-  [[ $events == *"requested device gpu-0 has conflicting configuration with already prepared claim"* ]]
-  [ "$(allocated share-c)" = "$GPU_NODE/gpu-0" ]
+  [[ $events == *"requested device $gpu has conflicting configuration with already prepared claim"* ]]
+  [ "$(allocated share-c)" = "$GPU_NODE/$gpu" ]
   [ "$(k get pod pc -o jsonpath='{.status.phase}')" = Pending ]
   [ "$(gpu_setting "$uuid")" = "Default/Medium" ]
 
