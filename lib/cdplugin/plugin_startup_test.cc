@@ -15,8 +15,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kBinary = dra::testing::BinaryDir() +
-                            "/cmd/compute-domain-kubelet-plugin/compute-domain-kubelet-plugin";
+const std::string kBinary =
+    dra::testing::BinaryDir() + "/cmd/compute-domain-kubelet-plugin/compute-domain-kubelet-plugin";
 
 dra::testing::CommandResult RunPlugin(std::vector<std::string> args) {
   args.insert(args.begin(), kBinary);

@@ -26,7 +26,8 @@ using Target = std::function<void(const uint8_t*, size_t)>;
 
 std::vector<std::string> Corpus(const std::string& target) {
   std::vector<std::string> out;
-  auto dir = std::filesystem::path(dra::testing::SourceDir()) / "lib" / "k8s" / "fuzz_corpus" / target;
+  auto dir =
+      std::filesystem::path(dra::testing::SourceDir()) / "lib" / "k8s" / "fuzz_corpus" / target;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (!entry.is_regular_file()) continue;
     std::ifstream in(entry.path(), std::ios::binary);
@@ -87,7 +88,8 @@ void ReplayAndMutate(const std::string& name, const Target& target) {
 // The valid seeds must stay valid, or the corpus stops reaching the decoders' inner fields.
 TEST(K8sFuzzReplayTest, ValidObjectSeedsDecode) {
   auto read = [](const char* file) {
-    std::ifstream in(std::filesystem::path(dra::testing::SourceDir()) / "lib/k8s/fuzz_corpus/objects" / file);
+    std::ifstream in(std::filesystem::path(dra::testing::SourceDir()) /
+                     "lib/k8s/fuzz_corpus/objects" / file);
     std::stringstream buffer;
     buffer << in.rdbuf();
     absl::StatusOr<nlohmann::json> j = json_access::Parse(buffer.str());
