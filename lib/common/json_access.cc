@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -72,6 +76,102 @@ absl::Status Missing(absl::string_view path, absl::string_view key) {
       absl::StrCat(MemberPath(path, key), ": required field is missing"));
 }
 
+// Builds a Json from nlohmann's SAX events (the SAX parser keeps its nesting on a heap stack, not
+// the call stack), replacing every container deeper than `max_depth` with null. The containers
+// being filled are held by pointer: only the innermost one grows, so the outer pointers stay valid.
+class CuttingBuilder {
+ public:
+  CuttingBuilder(int max_depth, int report_steps, std::set<std::string>* cut_at)
+      : max_depth_(max_depth), report_steps_(report_steps), cut_at_(cut_at) {}
+
+  Json Take() { return std::move(root_); }
+
+  bool null() { return Put(Json()); }
+  bool boolean(bool v) { return Put(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return Put(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return Put(Json(v)); }
+  bool number_float(Json::number_float_t v, const Json::string_t& /*text*/) { return Put(Json(v)); }
+  bool string(Json::string_t& v) { return Put(Json(std::move(v))); }
+  bool binary(Json::binary_t& /*v*/) { return false; }  // JSON text has none
+  bool start_object(std::size_t /*size*/) { return Open(Json::object()); }
+  bool start_array(std::size_t /*size*/) { return Open(Json::array()); }
+  bool key(Json::string_t& k) {
+    if (skipping_ == 0) open_.back().key = k;
+    return true;
+  }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& /*e*/) {
+    return false;
+  }
+
+ private:
+  struct Level {
+    Json* container;
+    std::string key;  // the member being read, when `container` is an object
+  };
+
+  // Stores `v` in the innermost open container (or as the root); returns where it went.
+  Json* Store(Json v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Level& top = open_.back();
+    if (top.container->is_array()) {
+      top.container->push_back(std::move(v));
+      return &top.container->back();
+    }
+    Json& slot = (*top.container)[top.key];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool Put(Json v) {
+    if (skipping_ == 0) Store(std::move(v));
+    return true;
+  }
+  bool Open(Json empty) {
+    if (skipping_ > 0) {
+      ++skipping_;
+      return true;
+    }
+    if (static_cast<int>(open_.size()) + 1 > max_depth_) {
+      Store(Json());
+      skipping_ = 1;
+      RecordCut();
+      return true;
+    }
+    open_.push_back({Store(std::move(empty)), ""});
+    return true;
+  }
+  bool Close() {
+    if (skipping_ > 0) {
+      --skipping_;
+    } else if (!open_.empty()) {
+      open_.pop_back();
+    }
+    return true;
+  }
+  // The path of the null just stored, cut to `report_steps_` steps.
+  void RecordCut() {
+    std::string path;
+    for (size_t i = 0; i < open_.size() && static_cast<int>(i) < report_steps_; ++i) {
+      const Level& l = open_[i];
+      path = l.container->is_array() ? IndexPath(path, l.container->size() - 1)
+                                     : MemberPath(path, l.key);
+    }
+    cut_at_->insert(std::move(path));
+  }
+
+  const int max_depth_;
+  const int report_steps_;
+  std::set<std::string>* const cut_at_;
+  Json root_;
+  std::vector<Level> open_;
+  int skipping_ = 0;  // > 0: inside a cut container, this many levels deep
+};
+
 }  // namespace
 
 absl::string_view TypeName(const Json& j) {
@@ -122,6 +222,26 @@ absl::StatusOr<Json> Parse(absl::string_view text) {
         absl::StrCat("JSON nested deeper than ", kMaxDepth, " levels"));
   }
   Json j = Json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat("not valid JSON (", text.size(), " bytes)"));
+  }
+  return j;
+}
+
+absl::StatusOr<Json> ParseCuttingDeep(absl::string_view text, int max_depth, int report_steps,
+                                      std::set<std::string>* cut_at) {
+  const bool within = NestingDepth(text, max_depth) <= max_depth;
+  Json j;
+  if (within) {
+    j = Json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  } else {
+    CuttingBuilder builder(max_depth, report_steps, cut_at);
+    if (Json::sax_parse(text.begin(), text.end(), &builder)) {
+      j = builder.Take();
+    } else {
+      j = Json(Json::value_t::discarded);
+    }
+  }
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat("not valid JSON (", text.size(), " bytes)"));
   }

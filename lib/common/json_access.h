@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -55,6 +56,15 @@ absl::Status TypeError(absl::string_view path, absl::string_view expected, const
 // Parses one JSON document. Errors (InvalidArgument): "not valid JSON (<n> bytes)" or "JSON
 // nested deeper than 512 levels". Never throws.
 absl::StatusOr<Json> Parse(absl::string_view text);
+
+// Like Parse, for a document that may nest deeper than `max_depth` (the API server stores
+// objects nested up to its own limit, about 10,000 levels): every array or object that would sit
+// deeper than `max_depth` (the root is at depth 1) is replaced by null, and the path of the value
+// that contained it, cut to its first `report_steps` steps ("items[3]", "object"), is added to
+// *cut_at. Never recurses, so any depth is safe; a document within `max_depth` is parsed as by
+// Parse and leaves *cut_at untouched. Errors (InvalidArgument): "not valid JSON (<n> bytes)".
+absl::StatusOr<Json> ParseCuttingDeep(absl::string_view text, int max_depth, int report_steps,
+                                      std::set<std::string>* cut_at);
 
 // Decoders of one non-null value at `path`, in the shape ObjectReader-style templates take:
 // absl::Status(const Json&, const std::string& path, T* out). *out is untouched on error.

@@ -1,7 +1,9 @@
 #include "lib/common/json_access.h"
 
+#include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -45,6 +47,62 @@ TEST(JsonAccessTest, ParseRefusesDeepNestingButNotBracketsInStrings) {
   EXPECT_TRUE(Parse(ok).ok());
   EXPECT_TRUE(Parse("\"" + std::string(10000, '[') + "\\\"\"").ok());
   EXPECT_FALSE(Parse(std::string(1 << 20, '{')).ok());
+}
+
+// `{"a":{"a":...1...}}`, `levels` objects deep.
+std::string Nested(int levels) {
+  std::string out;
+  for (int i = 0; i < levels; ++i) out += R"({"a":)";
+  out += "1";
+  out += std::string(levels, '}');
+  return out;
+}
+
+TEST(JsonAccessTest, ParseCuttingDeepCutsOnlyWhatIsTooDeepAndNamesWhere) {
+  // A list page whose second item nests 10,000 levels (the API server's own limit), among
+  // shallow ones: the page reads, the item is cut at the limit, the others are whole.
+  std::string page =
+      absl::StrCat(R"({"metadata":{"resourceVersion":"5"},"items":[{"x":[1,2]},)",
+                   R"({"metadata":{"name":"deep"},"spec":)", Nested(10000), R"(},{"y":"[[[{{"}]})");
+  std::set<std::string> cut_at;
+  absl::StatusOr<Json> j = ParseCuttingDeep(page, kMaxDepth + 2, 2, &cut_at);
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_THAT(cut_at, ::testing::ElementsAre("items[1]"));
+  EXPECT_EQ((*j)["metadata"]["resourceVersion"], "5");
+  EXPECT_EQ((*j)["items"][0], Json::parse(R"({"x":[1,2]})"));
+  EXPECT_EQ((*j)["items"][1]["metadata"]["name"], "deep");
+  EXPECT_EQ((*j)["items"][2], Json::parse(R"({"y":"[[[{{"})"));
+  // Cut where the item's own depth passes the limit: 512 levels of the item are kept.
+  const Json* v = &(*j)["items"][1];
+  int depth = 1;
+  while (v->is_object() && v->contains("spec")) v = &(*v)["spec"], ++depth;
+  while (v->is_object() && v->contains("a")) v = &(*v)["a"], ++depth;
+  EXPECT_TRUE(v->is_null());
+  EXPECT_EQ(depth, kMaxDepth + 1);  // the null that replaced level 513
+}
+
+TEST(JsonAccessTest, ParseCuttingDeepWithinTheLimitIsParse) {
+  std::set<std::string> cut_at;
+  absl::StatusOr<Json> j = ParseCuttingDeep(Nested(kMaxDepth), kMaxDepth, 1, &cut_at);
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_TRUE(cut_at.empty());
+  EXPECT_EQ(*j, *Parse(Nested(kMaxDepth)));
+  // Arrays are cut too; the path's steps stop at `report_steps`.
+  std::string deep_array =
+      R"({"object":{"k":)" + std::string(600, '[') + std::string(600, ']') + "}}";
+  j = ParseCuttingDeep(deep_array, 10, 1, &cut_at);
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_THAT(cut_at, ::testing::ElementsAre("object"));
+}
+
+TEST(JsonAccessTest, ParseCuttingDeepRefusesInvalidJsonAtAnyDepth) {
+  std::set<std::string> cut_at;
+  for (const std::string& bad :
+       {Nested(600) + "x", Nested(600).substr(1), std::string(100000, '['), std::string("{")}) {
+    absl::StatusOr<Json> j = ParseCuttingDeep(bad, kMaxDepth, 1, &cut_at);
+    EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(j.status().message()), HasSubstr("not valid JSON"));
+  }
 }
 
 TEST(JsonAccessTest, IntegersMustFit) {
