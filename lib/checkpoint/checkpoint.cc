@@ -129,6 +129,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(std::string dir,
       DRA_INFO("invalidating checkpoint: node rebooted since it was written", "path", cp->path_,
                "storedBootID", contents->node_boot_id, "currentBootID", cp->boot_id_,
                "droppedClaims", contents->claims.size());
+      if (cp->options_.on_reboot) {
+        RETURN_IF_ERROR(Annotate(cp->options_.on_reboot(contents->claims),
+                                 absl::StrCat(context, ": node rebooted since it was written")));
+      }
       contents->claims.clear();
     }
     contents->node_boot_id = cp->boot_id_;

@@ -7,6 +7,9 @@
 // Boot ID: the file records the node's boot ID. Prepared state does not survive a reboot (MIG
 // devices, MPS daemons, VFIO bindings are gone), so Open with a different current boot ID logs it
 // and starts from an empty checkpoint carrying the new boot ID. A stored empty boot ID is adopted.
+// What else the caller keeps per claim outside this file (its CDI specs) must not outlive the boot
+// either: Options::on_reboot runs before the new boot ID is written, so that a crash or an error
+// in it leaves the reboot to be found again by the next Open.
 //
 // Adoption of the public Go driver's checkpoint. A node switched from the Go driver has its
 // checkpoint.json, and the claims in it are in use: their containers restart with the Go driver's
@@ -125,6 +128,13 @@ struct CheckpointOptions {
   GoDevicesConverter convert_go_devices;
   // Called like on_corruption, after an adoption.
   std::function<void(const AdoptionReport&)> on_adoption;
+  // Called by Open when the checkpoint was written in an earlier boot (a stored boot ID that is
+  // not empty and differs from the current one), with the claims it drops, under the file lock
+  // and before the checkpoint with the current boot ID is written. For what must go with the
+  // records: the claims' CDI specs, which would otherwise be taken for claims still prepared
+  // (lib/gpu/rebuild.h). An error fails Open and leaves the file as it was, so that the next Open
+  // finds the reboot again.
+  std::function<absl::Status(const ClaimMap& dropped)> on_reboot;
 };
 
 class Checkpoint {

@@ -230,6 +230,43 @@ TEST_F(CheckpointTest, BootIdChangeInvalidatesPreparedClaims) {
   EXPECT_FALSE(cp->open_corruption().has_value());
 }
 
+// on_reboot sees the dropped claims while the file still holds them (a crash in it leaves the
+// reboot to the next Open); its error fails Open and changes nothing. Not called without a reboot.
+TEST_F(CheckpointTest, OnRebootRunsBeforeTheNewBootIdIsWrittenAndItsErrorFailsOpen) {
+  TwoClaims();
+  const std::string before = *ReadFile(CheckpointPath());
+  std::vector<std::vector<std::string>> calls;
+  absl::Status answer = absl::PermissionDeniedError("remove /cdi/x.json: permission denied");
+  options_.on_reboot = [&](const ClaimMap& dropped) {
+    std::vector<std::string> uids;
+    for (const auto& [uid, claim] : dropped) uids.push_back(uid);
+    calls.push_back(uids);
+    EXPECT_EQ(*ReadFile(CheckpointPath()), before);
+    return answer;
+  };
+  EXPECT_NE(MustOpen(), nullptr);
+  EXPECT_THAT(calls, IsEmpty());  // same boot
+
+  SetBootId("22222222-bbbb");
+  absl::StatusOr<std::unique_ptr<Checkpoint>> failed =
+      Checkpoint::Open(dir_, boot_id_path_, options_);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(failed.status())) << failed.status();
+  EXPECT_THAT(std::string(failed.status().message()),
+              HasSubstr("node rebooted since it was written: remove /cdi/x.json"));
+  EXPECT_EQ(*ReadFile(CheckpointPath()), before);
+
+  answer = absl::OkStatus();
+  auto cp = MustOpen();
+  ASSERT_NE(cp, nullptr);
+  EXPECT_EQ(calls, (std::vector<std::vector<std::string>>{{"u1", "u2"}, {"u1", "u2"}}));
+  EXPECT_EQ(cp->claims_invalidated_by_reboot(), 2u);
+  EXPECT_THAT(*cp->List(), IsEmpty());
+  EXPECT_NE(*ReadFile(CheckpointPath()), before);
+  EXPECT_NE(MustOpen(), nullptr);
+  EXPECT_EQ(calls.size(), 2u);  // the new boot ID is recorded: no reboot any more
+}
+
 TEST_F(CheckpointTest, SameBootIdKeepsClaimsAndEmptyStoredBootIdIsAdopted) {
   TwoClaims();
   EXPECT_EQ(MustOpen()->List()->size(), 2u);
