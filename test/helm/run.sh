@@ -5,8 +5,11 @@
 #   run.sh golden    helm template of every cases/<case>.yaml, compared with golden/<case>.yaml
 #   run.sh bad       every bad/<case>.yaml is refused, with the text of its "# expect:" line in
 #                    the error (the key and what is allowed)
+#   run.sh hostpaths every hostPath volume that any case renders states its type (docs/helm.md
+#                    "Host paths"); without one the kubelet makes an empty folder where the node
+#                    lacks the path
 #   run.sh update    rewrites golden/ from the current chart (review the diff before committing)
-#   run.sh all       lint, golden and bad
+#   run.sh all       lint, golden, bad and hostpaths
 #
 # helm: $DRA_HELM, else the one hack/cluster/build.sh builds ($HELM_BIN_DIR/helm, lib.sh). A
 # missing helm is a failure, not a skip: build it with hack/cluster/build.sh helm.
@@ -89,13 +92,50 @@ do_bad() {
   done
 }
 
+# untyped_hostpaths: the names of the hostPath volumes without a type in the manifests on stdin,
+# comma-separated (block style "hostPath:" with its fields below it, or flow style "hostPath: {...}").
+untyped_hostpaths() {
+  awk '
+    function close_block() { if (open && !typed) printf "%s%s", (n++ ? ", " : ""), vol; open = 0 }
+    /^[ \t]*$/ { next }
+    {
+      match($0, /^ */); ind = RLENGTH
+      if (open && ind <= hind) close_block()
+      if ($0 ~ /^ *- name: /) { v = $0; sub(/^ *- name: */, "", v) }
+      if ($0 ~ /^ *hostPath: *\{/) { open = 1; hind = ind; vol = v; typed = ($0 ~ /[{,] *type: *[A-Za-z]/); close_block() }
+      else if ($0 ~ /^ *hostPath: *$/) { open = 1; typed = 0; hind = ind; vol = v }
+      else if (open && $0 ~ /^ *type: *[A-Za-z]/) typed = 1
+    }
+    END { close_block() }'
+}
+
+do_hostpaths() {
+  local c name out missing probe
+  # The check itself must find what it is for.
+  probe=$(printf '%s\n' '      - name: typed' '        hostPath:' '          path: /a' '          type: Directory' \
+    '      - name: untyped' '        hostPath:' '          path: /b' '      - name: flow' '        hostPath: {path: /c}' \
+    | untyped_hostpaths)
+  [[ $probe == 'untyped, flow' ]] || fail "untyped_hostpaths found '$probe' in its probe, want 'untyped, flow'"
+  for c in "$here"/cases/*.yaml; do
+    name=${c##*/}
+    if ! out=$(render "$c"); then fail "helm template with cases/$name failed:"; echo "$out" >&2; continue; fi
+    missing=$(untyped_hostpaths <<<"$out")
+    if [[ -n $missing ]]; then
+      fail "cases/$name renders hostPath volumes without a type (Directory where the node must have the path, DirectoryOrCreate only for the driver's own state): $missing"
+    else
+      say "hostPath types ok: $name ($(grep -c '^ *hostPath:' <<<"$out") volumes)"
+    fi
+  done
+}
+
 case ${1:-all} in
   lint) do_lint ;;
   golden) do_golden ;;
   bad) do_bad ;;
+  hostpaths) do_hostpaths ;;
   update) do_update ;;
-  all) do_lint; do_golden; do_bad ;;
-  *) echo "usage: $0 lint|golden|bad|update|all" >&2; exit 2 ;;
+  all) do_lint; do_golden; do_bad; do_hostpaths ;;
+  *) echo "usage: $0 lint|golden|bad|hostpaths|update|all" >&2; exit 2 ;;
 esac
 if ((failed)); then say "$failed failed"; exit 1; fi
 say "all passed ($("$HELM" version --short 2>/dev/null))"
