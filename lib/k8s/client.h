@@ -37,6 +37,10 @@ namespace dra::k8s {
 // the smaller cap, still ten times etcd's default object limit.
 inline constexpr size_t kMaxResponseBodyBytes = size_t{64} << 20;
 inline constexpr size_t kMaxWatchLineBytes = size_t{16} << 20;
+// Three times the API server's bookmark period (about a minute), so one late bookmark does not
+// end a healthy watch; client-go notices a dead connection in under a minute through HTTP/2
+// pings, which this HTTP/1.1 client does not have.
+inline constexpr absl::Duration kWatchIdleTimeout = absl::Minutes(3);
 
 struct ClientOptions {
   double qps = 50;  // sustained requests per second; <= 0 disables the limiter
@@ -53,6 +57,11 @@ struct ClientOptions {
   size_t max_body_bytes = kMaxResponseBodyBytes;
   // A longer watch event line ends the watch (ResourceExhausted, naming the limit and the URL).
   size_t max_watch_line_bytes = kMaxWatchLineBytes;
+  // A watch that receives nothing (no event, no bookmark, no byte) for this long is presumed to
+  // sit on a dead connection: it ends with DeadlineExceeded (IsIdleTimeout) and the caller
+  // re-watches from its last resourceVersion. The API server sends a bookmark about once a
+  // minute to watches that allow them, so a healthy watch is never this quiet.
+  absl::Duration watch_idle_timeout = kWatchIdleTimeout;
 };
 
 struct ListOptions {
@@ -128,8 +137,10 @@ class Client {
                                        absl::string_view field_manager = "");
 
   // Streams watch events until the server ends the watch (returns OK), `on_event` returns false
-  // (OK), `stopped` returns true (OK), the resourceVersion is too old (IsGone), or the connection
-  // fails (Unavailable). Bookmarks are delivered so the caller can advance its resume point.
+  // (OK), `stopped` returns true (OK), the resourceVersion is too old (IsGone), the connection
+  // fails (Unavailable), or nothing arrives for ClientOptions::watch_idle_timeout
+  // (DeadlineExceeded, IsIdleTimeout; logged as a warning). Bookmarks are delivered so the caller
+  // can advance its resume point.
   absl::Status Watch(const ResourceInfo& r, absl::string_view ns, const WatchOptions& options,
                      const std::function<bool(WatchEvent&&)>& on_event,
                      const std::function<bool()>& stopped = {});

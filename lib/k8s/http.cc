@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -24,6 +25,8 @@ constexpr absl::Duration kMaxIdleTime = absl::Seconds(90);
 constexpr absl::Duration kConnectTimeout = absl::Seconds(10);
 // How often a stream with nothing arriving checks whether its caller stopped it.
 constexpr absl::Duration kStopPollInterval = absl::Seconds(1);
+// Marks the error of a request that hit its idle_timeout (IsIdleTimeout).
+constexpr absl::string_view kIdleTimeoutPayload = "dra.nvidia.com/k8s-idle-timeout";
 
 bool Idempotent(absl::string_view method) {
   return method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE" ||
@@ -158,8 +161,7 @@ absl::StatusOr<HttpResponse> HttpTransport::Exchange(
     const HttpRequest& request, const std::function<bool(absl::string_view)>* on_data,
     const std::function<bool()>* stopped) {
   auto fail = [&](const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrCat(request.method, " ", config_.server,
-                                               request.path_and_query, ": ", s.message()));
+    return Annotate(s, absl::StrCat(request.method, " ", config_.server, request.path_and_query));
   };
   for (char c : request.path_and_query) {
     if (c == '\r' || c == '\n' || c == ' ') {
@@ -215,26 +217,36 @@ absl::StatusOr<HttpResponse> HttpTransport::Exchange(
       return true;
     };
     bool eof = false;
+    // The idle clock runs from the request's end to the last byte received (infinite: none).
+    absl::Time last_byte = absl::Now();
     while (result.ok() && !parser.done() && !parser.aborted()) {
-      absl::Time wait_until =
-          streaming ? std::min(deadline, absl::Now() + kStopPollInterval) : deadline;
+      absl::Time wait_until = std::min(deadline, last_byte + request.idle_timeout);
+      if (streaming) wait_until = std::min(wait_until, absl::Now() + kStopPollInterval);
       size_t n = 0;
       auto r = conn->Read(buf, sizeof(buf), wait_until, &n);
       if (!r.ok()) {
         result = r.status();
       } else if (*r == Connection::ReadResult::kTimeout) {
-        if (absl::Now() >= deadline) {
+        const absl::Time now = absl::Now();
+        if (now >= deadline) {
           result = absl::DeadlineExceededError(absl::StrCat(
               "timed out after ", absl::FormatDuration(request.timeout),
               parser.started() ? " reading the response" : " waiting for the response"));
         } else if (streaming && (*stopped)()) {
           stop = true;
           break;
+        } else if (now - last_byte >= request.idle_timeout) {
+          result = absl::DeadlineExceededError(
+              absl::StrCat("nothing received for ", absl::FormatDuration(request.idle_timeout),
+                           parser.started() ? " in the response" : " waiting for the response",
+                           " (the idle limit): the connection is presumed dead"));
+          result.SetPayload(kIdleTimeoutPayload, absl::Cord("1"));
         }
       } else if (*r == Connection::ReadResult::kEof) {
         eof = true;
         result = parser.Finish();
       } else {
+        last_byte = absl::Now();
         result = parser.Feed(absl::string_view(buf, n), sink);
       }
       if (!body_error.ok()) result = body_error;  // the connection is dropped, not pooled
@@ -252,6 +264,10 @@ absl::StatusOr<HttpResponse> HttpTransport::Exchange(
     if (!stop && !eof && parser.reusable()) Return(std::move(conn));
     return response;
   }
+}
+
+bool IsIdleTimeout(const absl::Status& status) {
+  return status.GetPayload(kIdleTimeoutPayload).has_value();
 }
 
 std::string ByteLimitText(size_t bytes) {

@@ -33,6 +33,11 @@ struct HttpRequest {
   std::string content_type;    // request body type; empty when there is no body
   std::string body;
   absl::Duration timeout = absl::Seconds(30);  // whole-request limit; streams use none
+  // The longest wait for the next byte from the server (the response head or body): past it the
+  // request fails with DeadlineExceeded, marked so that IsIdleTimeout() is true, and the
+  // connection is dropped. For streams, whose `timeout` is infinite, this is what notices a
+  // connection that died without a close (watches: ClientOptions::watch_idle_timeout).
+  absl::Duration idle_timeout = absl::InfiniteDuration();
   // Largest body kept in HttpResponse::body (a streamed 2xx body is not kept, so not counted);
   // beyond it the request fails with ResourceExhausted. 0: no limit.
   size_t max_body_bytes = 0;
@@ -44,6 +49,9 @@ struct HttpResponse {
   std::string retry_after;  // the Retry-After header, verbatim
   std::string body;         // empty for streamed responses with a 2xx code
 };
+
+// True for the error of a request that received nothing for its HttpRequest::idle_timeout.
+bool IsIdleTimeout(const absl::Status& status);
 
 // "64 MiB" for a whole number of MiB, else "<n> bytes": how size limits are written in errors.
 std::string ByteLimitText(size_t bytes);

@@ -6,6 +6,7 @@
 #include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/k8s/errors.h"
+#include "lib/k8s/http.h"
 #include "lib/k8s/wire_decode.h"
 
 namespace dra::k8s {
@@ -90,6 +91,7 @@ void Reflector::Run() {
       continue;
     }
     if (!s.ok()) {
+      if (IsIdleTimeout(s)) ++idle_timeouts_;  // Client::Watch logged it as a warning
       DRA_VLOG(1, "watch ended with error; resuming", "resource", resource_.plural, "rv", rv, "err",
                s);
       if (!Pause(backoff.Next())) return;

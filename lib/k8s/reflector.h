@@ -2,7 +2,9 @@
 
 // The list+watch loop behind an informer: lists (all pages), then watches from the list's
 // resourceVersion, advancing the resume point on every event and bookmark. A dropped connection
-// or an API server restart re-watches from the last resourceVersion after a backoff; 410 Gone
+// or an API server restart re-watches from the last resourceVersion after a backoff, and so does
+// a watch that received nothing, not even a bookmark, for ClientOptions::watch_idle_timeout (a
+// connection that died without a close); 410 Gone
 // (history compacted) relists, and the consumer diffs the new list against its cache, so the
 // cache neither loses nor duplicates an object.
 //
@@ -39,6 +41,8 @@ class Reflector {
   // Counters for tests and metrics.
   int lists() const { return lists_.load(); }
   int watches() const { return watches_.load(); }
+  // Watches ended because nothing arrived for ClientOptions::watch_idle_timeout.
+  int idle_timeouts() const { return idle_timeouts_.load(); }
 
  private:
   // Sleeps `d` unless stopped first; returns false when stopped.
@@ -52,6 +56,7 @@ class Reflector {
   absl::Notification stop_;
   std::atomic<int> lists_{0};
   std::atomic<int> watches_{0};
+  std::atomic<int> idle_timeouts_{0};
 };
 
 }  // namespace dra::k8s

@@ -64,6 +64,33 @@ int64_t PollTimeoutMs(absl::Time deadline) {
                            1 << 30);
 }
 
+// TCP_NODELAY (requests are written whole), keepalive and the user timeout (tls_connection.h).
+absl::Status TuneSocket(int fd, const std::string& peer) {
+  struct Option {
+    int level;
+    int name;
+    int64_t value;
+    const char* text;
+  };
+  const Option options[] = {
+      {IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"},
+      {SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE"},
+      {IPPROTO_TCP, TCP_KEEPIDLE, absl::ToInt64Seconds(kTcpKeepaliveIdle), "TCP_KEEPIDLE"},
+      {IPPROTO_TCP, TCP_KEEPINTVL, absl::ToInt64Seconds(kTcpKeepaliveInterval), "TCP_KEEPINTVL"},
+      {IPPROTO_TCP, TCP_KEEPCNT, kTcpKeepaliveCount, "TCP_KEEPCNT"},
+      {IPPROTO_TCP, TCP_USER_TIMEOUT, absl::ToInt64Milliseconds(kTcpUserTimeout),
+       "TCP_USER_TIMEOUT"},
+  };
+  for (const Option& o : options) {
+    int value = static_cast<int>(o.value);
+    if (::setsockopt(fd, o.level, o.name, &value, sizeof(value)) != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("set ", o.text, " on the socket to ", peer, ": ", ErrnoText(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Endpoint> ParseServerUrl(absl::string_view url) {
@@ -253,9 +280,10 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const Endpoint& end
       last = absl::UnavailableError(absl::StrCat("connect to ", peer, ": ", ErrnoText(err)));
       continue;
     }
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    if (absl::Status tuned = TuneSocket(fd, peer); !tuned.ok()) {
+      last = tuned;
+      continue;
+    }
     conn = std::move(c);
   }
   ::freeaddrinfo(addrs);

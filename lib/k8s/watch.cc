@@ -8,6 +8,7 @@
 #include "lib/common/status.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/errors.h"
+#include "lib/k8s/http.h"
 #include "lib/k8s/url.h"
 #include "lib/k8s/wire_decode.h"
 
@@ -61,12 +62,24 @@ absl::Status Client::Watch(const ResourceInfo& r, absl::string_view ns, const Wa
     return *go_on;
   };
   WaitForToken();
-  ASSIGN_OR_RETURN(HttpResponse response, transport_->Stream(
-                                              {.method = "GET",
-                                               .path_and_query = path,
-                                               .timeout = absl::InfiniteDuration(),
-                                               .max_body_bytes = options_.max_body_bytes},
-                                              on_data, stopped ? stopped : [] { return false; }));
+  // No whole-request timeout (the server ends the watch after timeoutSeconds), but an idle limit:
+  // a connection that died without a close would otherwise leave the caller's view stale until
+  // the kernel gives up on the socket.
+  absl::StatusOr<HttpResponse> streamed = transport_->Stream(
+      {.method = "GET",
+       .path_and_query = path,
+       .timeout = absl::InfiniteDuration(),
+       .idle_timeout = options_.watch_idle_timeout,
+       .max_body_bytes = options_.max_body_bytes},
+      on_data, stopped ? stopped : [] { return false; });
+  if (!streamed.ok()) {
+    if (IsIdleTimeout(streamed.status())) {
+      DRA_WARNING("watch received nothing for the idle limit; closing it as a dead connection",
+                  "watch", what, "idle_limit", absl::FormatDuration(options_.watch_idle_timeout));
+    }
+    return streamed.status();
+  }
+  const HttpResponse& response = *streamed;
   if (response.code < 200 || response.code >= 300) {
     return StatusFromHttp(response.code, response.body, response.retry_after, what);
   }
