@@ -36,6 +36,20 @@ class RequestScope {
   bool ok_ = false;
 };
 
+// The public driver's wording of a claim's failure, which users' alerts and runbooks match in the
+// pod's events: "error preparing devices for claim <namespace>/<name>:<uid>: <reason>".
+absl::Status PrepareError(const k8s::ResourceClaim& claim, const absl::Status& s) {
+  return Annotate(
+      s, absl::StrCat("error preparing devices for claim ", claim.metadata.namespace_name, "/",
+                      claim.metadata.name, ":", claim.metadata.uid));
+}
+// "error unpreparing devices for claim '<namespace>/<name>:<uid>': <reason>": the public
+// compute-domain plugin quotes the claim here (and only here).
+absl::Status UnprepareError(const kubeletplugin::ClaimRef& claim, const absl::Status& s) {
+  return Annotate(s, absl::StrCat("error unpreparing devices for claim '", claim.String(), ":",
+                                  claim.uid, "'"));
+}
+
 }  // namespace
 
 CdDriver::CdDriver(DeviceState* state, gpu::DriverMetrics* metrics, CdDriverOptions options)
@@ -121,6 +135,7 @@ absl::StatusOr<std::map<std::string, kubeletplugin::PrepareResult>> CdDriver::Pr
     if (!s.ok()) {
       metrics_->prepare_errors_total->WithLabels({metrics_->driver, "prepare_devices"})->Inc();
       if (IsPermanent(s)) s = Annotate(s, "permanent error (fix the claim or its ComputeDomain)");
+      s = PrepareError(claims[i], s);
       DRA_ERROR("prepare failed", "request_id", call.request_id, "claim", claims[i].metadata.uid,
                 "err", s);
       results[i] = {s, {}};
@@ -148,6 +163,7 @@ absl::StatusOr<std::map<std::string, absl::Status>> CdDriver::UnprepareResourceC
       scopes[i]->Succeeded();
     } else {
       metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "unprepare_devices"})->Inc();
+      statuses[i] = UnprepareError(claims[i], statuses[i]);
       DRA_ERROR("unprepare failed", "request_id", call.request_id, "claim", claims[i].uid, "err",
                 statuses[i]);
     }

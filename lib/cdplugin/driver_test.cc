@@ -109,5 +109,37 @@ TEST_F(DriverTest, PermanentErrorsAreNotRetried) {
   EXPECT_EQ(api_.ready_calls, 0);
 }
 
+// The text the pod's events show, which users' alerts match: the public driver's prefix first,
+// then (for a permanent error) the class, then the cause.
+TEST_F(DriverTest, PrepareErrorsStartWithThePublicDriversWording) {
+  api_.AddDomain("cd-1", "user-ns", "d");
+  CdDriver driver = Driver();
+  auto out = driver.PrepareResourceClaims(
+      {.deadline = absl::Now() + absl::Milliseconds(300)},
+      {ChannelClaim("c1", "wrong-ns", "cd-1"), ChannelClaim("c2", "user-ns", "cd-1")});
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT(std::string(out->at("c1").status.message()),
+              ::testing::StartsWith("error preparing devices for claim wrong-ns/claim-c1:c1: "
+                                    "permanent error (fix the claim or its ComputeDomain): "));
+  // Retryable (the domain is not ready): no class.
+  EXPECT_THAT(std::string(out->at("c2").status.message()),
+              ::testing::StartsWith("error preparing devices for claim user-ns/claim-c2:c2: "));
+  EXPECT_THAT(std::string(out->at("c2").status.message()),
+              ::testing::Not(HasSubstr("permanent error")));
+}
+
+TEST_F(DriverTest, UnprepareErrorsStartWithThePublicDriversWording) {
+  CdDriver driver = Driver();
+  // The checkpoint cannot be read: every attempt fails.
+  fs::remove(plugin_dir() + "/checkpoint.json");
+  fs::create_directory(plugin_dir() + "/checkpoint.json");
+  auto out = driver.UnprepareResourceClaims(
+      {.deadline = absl::Now() + absl::Milliseconds(300)},
+      {{.namespace_name = "user-ns", .name = "claim-c1", .uid = "c1"}});
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT(std::string(out->at("c1").message()),
+              ::testing::StartsWith("error unpreparing devices for claim 'user-ns/claim-c1:c1': "));
+}
+
 }  // namespace
 }  // namespace dra::cdplugin

@@ -161,13 +161,8 @@ const FeatureGates& DeviceState::gates() const {
 absl::StatusOr<std::vector<PreparedDevice>> DeviceState::Prepare(const k8s::ResourceClaim& claim,
                                                                  const Deadline& deadline) {
   absl::MutexLock lock(&mu_);
-  auto devices = PrepareLocked(claim, deadline);
-  if (!devices.ok()) {
-    return Annotate(devices.status(),
-                    absl::StrCat("prepare claim ", claim.metadata.namespace_name, "/",
-                                 claim.metadata.name, " (", claim.metadata.uid, ")"));
-  }
-  return devices;
+  // The claim is named by the driver's "error preparing devices for claim ..." (driver.cc).
+  return PrepareLocked(claim, deadline);
 }
 
 absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceClaim& claim) const {

@@ -38,6 +38,19 @@ class RequestScope {
   bool ok_ = false;
 };
 
+// The public driver's wording of a claim's failure, which users' alerts and runbooks match in the
+// pod's events: "error preparing devices for claim <namespace>/<name>:<uid>: <reason>".
+absl::Status PrepareError(const k8s::ResourceClaim& claim, const absl::Status& s) {
+  return Annotate(
+      s, absl::StrCat("error preparing devices for claim ", claim.metadata.namespace_name, "/",
+                      claim.metadata.name, ":", claim.metadata.uid));
+}
+// "error unpreparing devices for claim <namespace>/<name>:<uid>: <reason>", as the public driver.
+absl::Status UnprepareError(const kubeletplugin::ClaimRef& claim, const absl::Status& s) {
+  return Annotate(
+      s, absl::StrCat("error unpreparing devices for claim ", claim.String(), ":", claim.uid));
+}
+
 }  // namespace
 
 DriverMetrics::DriverMetrics(metrics::Registry* r, const std::string& driver,
@@ -114,8 +127,9 @@ kubeletplugin::PrepareResult GpuDriver::PrepareOne(const k8s::ResourceClaim& cla
   auto lock = AcquireLock(deadline);
   if (!lock.ok()) {
     metrics_->prepare_errors_total->WithLabels({metrics_->driver, "lock_acquire"})->Inc();
-    DRA_ERROR("prepare failed", "claim", claim.metadata.uid, "err", lock.status());
-    return {lock.status(), {}};
+    absl::Status s = PrepareError(claim, lock.status());
+    DRA_ERROR("prepare failed", "claim", claim.metadata.uid, "err", s);
+    return {s, {}};
   }
   scope.Begin();
   auto devices = state_->Prepare(claim, deadline);
@@ -126,6 +140,7 @@ kubeletplugin::PrepareResult GpuDriver::PrepareOne(const k8s::ResourceClaim& cla
       // The kubelet shows this text in the pod's events; say that retrying will not help.
       s = Annotate(s, "permanent error (fix the claim or its device class)");
     }
+    s = PrepareError(claim, s);
     DRA_ERROR("prepare failed", "claim", claim.metadata.uid, "err", s);
     return {s, {}};
   }
@@ -147,19 +162,21 @@ absl::Status GpuDriver::UnprepareOne(const kubeletplugin::ClaimRef& claim, absl:
   auto lock = AcquireLock(deadline);
   if (!lock.ok()) {
     metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "lock_acquire"})->Inc();
-    DRA_ERROR("unprepare failed", "claim", claim.uid, "err", lock.status());
-    return lock.status();
+    absl::Status s = UnprepareError(claim, lock.status());
+    DRA_ERROR("unprepare failed", "claim", claim.uid, "err", s);
+    return s;
   }
   // Unprepare's steps are each safe to repeat, so they are not cut short; it is only not begun
   // once the kubelet has given up (its retry, or the cleanup, does it then).
   if (absl::Status s = deadline.Check("unprepare devices"); !s.ok()) {
     metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "unprepare_devices"})->Inc();
-    return s;
+    return UnprepareError(claim, s);
   }
   scope.Begin();
   absl::Status s = state_->Unprepare(claim.uid);
   if (!s.ok()) {
     metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "unprepare_devices"})->Inc();
+    s = UnprepareError(claim, s);
     DRA_ERROR("unprepare failed", "claim", claim.uid, "err", s);
     return s;
   }

@@ -61,10 +61,11 @@ setup() {
 }
 
 # refused <pod>: prints the pod's FailedPrepareDynamicResources message that is the spec's no-match
-# refusal for three GPUs; fails when there is none.
+# refusal for three GPUs, in the public driver's words (docs/prepare-flow.md "Errors"); fails when
+# there is none.
 refused() {
   k get events --field-selector "involvedObject.name=$1,reason=FailedPrepareDynamicResources" -o json |
-    jq -r '.items[].message' | grep -E 'fabric manager: GPU module set \[[0-9]+ [0-9]+ [0-9]+\] does not match any FM partition; refusing partition activation'
+    jq -r '.items[].message' | grep -E 'error preparing devices for claim [^ ]+/[^ ]+:[0-9a-f-]+: .*fabric manager: GPU module set \[[0-9]+ [0-9]+ [0-9]+\] does not match any FM partition; refusing partition activation'
 }
 
 fm_dir() { echo "$(node_driver_root "$GPU_NODE")/var/lib/mock-nvfm"; }
