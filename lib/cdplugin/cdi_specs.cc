@@ -1,9 +1,12 @@
 #include "lib/cdplugin/cdi_specs.h"
 
 #include <algorithm>
+#include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/atomic_file.h"
+#include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/driverroot/cdi_edits.h"
 #include "lib/driverroot/discovery.h"
@@ -122,6 +125,28 @@ absl::StatusOr<std::map<std::string, std::string>> CdiSpecs::WriteClaimSpec(
 
 absl::Status CdiSpecs::RemoveClaimSpec(const std::string& claim_uid) const {
   return Annotate(claims_->Remove(claim_uid), absl::StrCat("remove CDI spec of claim ", claim_uid));
+}
+
+absl::StatusOr<int> CdiSpecs::RemoveAllClaimSpecs() const {
+  ASSIGN_OR_RETURN(std::vector<cdi::TransientSpecFile> files, claims_->List());
+  std::set<std::string> removed;  // a claim may have a .json and a .yaml spec
+  for (const cdi::TransientSpecFile& f : files) {
+    if (removed.insert(f.id).second) RETURN_IF_ERROR(RemoveClaimSpec(f.id));
+  }
+  return static_cast<int>(removed.size());
+}
+
+std::function<absl::Status(const checkpoint::ClaimMap&)> RemoveClaimSpecsOnReboot(
+    const CdiSpecs* specs) {
+  return [specs](const checkpoint::ClaimMap& dropped) -> absl::Status {
+    absl::StatusOr<int> removed = specs->RemoveAllClaimSpecs();
+    if (!removed.ok()) {
+      return Annotate(removed.status(), "remove the CDI specs written before the node rebooted");
+    }
+    DRA_INFO("removed the CDI specs written before the node rebooted", "specs", *removed,
+             "droppedClaims", dropped.size());
+    return absl::OkStatus();
+  };
 }
 
 }  // namespace dra::cdplugin

@@ -24,6 +24,7 @@
 // Thread-safety: immutable after Create; claims may be written and removed concurrently.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "lib/cdi/spec.h"
 #include "lib/cdi/transient_specs.h"
+#include "lib/checkpoint/checkpoint.h"
 #include "lib/driverroot/device_nodes.h"
 #include "lib/driverroot/driver_root.h"
 
@@ -82,6 +84,8 @@ class CdiSpecs {
       const std::string& claim_uid,
       const std::map<std::string, cdi::ContainerEdits>& device_edits) const;
   absl::Status RemoveClaimSpec(const std::string& claim_uid) const;
+  // Removes every claim spec (not the base spec); returns how many claims had one.
+  absl::StatusOr<int> RemoveAllClaimSpecs() const;
   std::string ClaimSpecPath(const std::string& claim_uid) const {
     return claims_->PathFor(claim_uid);
   }
@@ -94,5 +98,13 @@ class CdiSpecs {
   std::unique_ptr<cdi::TransientSpecDir> claims_;
   std::unique_ptr<cdi::TransientSpecDir> base_;
 };
+
+// For CheckpointOptions::on_reboot: the claims' specs go with their records when the node
+// rebooted. What they describe (channels of a domain, a daemon's mounts) is prepared again by the
+// kubelet's prepare after the reboot, which writes them anew; a spec of a claim that is not
+// prepared again would otherwise stay (unprepare of a claim without a record removes nothing).
+// `specs` must outlive the result.
+std::function<absl::Status(const checkpoint::ClaimMap&)> RemoveClaimSpecsOnReboot(
+    const CdiSpecs* specs);
 
 }  // namespace dra::cdplugin

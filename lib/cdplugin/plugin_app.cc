@@ -207,13 +207,15 @@ absl::Status PluginApp::OpenCheckpointAndCdi() {
                      "; compute-domain claims prepared before are no longer known"),
         kComponent, config_.node_name);
   };
+  // The specs first: after a reboot the claims' specs go with their records.
+  ASSIGN_OR_RETURN(p.cdi, CdiSpecs::Create(config_.cdi_root));
+  options.on_reboot = RemoveClaimSpecsOnReboot(p.cdi.get());
   ASSIGN_OR_RETURN(p.checkpoint,
                    checkpoint::Checkpoint::Open(p.plugin_dir, config_.boot_id_path, options));
   if (p.checkpoint->claims_invalidated_by_reboot() > 0) {
     DRA_INFO("Invalidating checkpoint: the node rebooted", "claimsDropped",
              p.checkpoint->claims_invalidated_by_reboot());
   }
-  ASSIGN_OR_RETURN(p.cdi, CdiSpecs::Create(config_.cdi_root));
   ASSIGN_OR_RETURN(std::string base, p.cdi->WriteBaseSpec(*p.root));
   DRA_INFO("wrote the base CDI spec", "path", base);
   return absl::OkStatus();

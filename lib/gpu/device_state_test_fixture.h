@@ -19,6 +19,7 @@
 #include "lib/gpu/device_state.h"
 #include "lib/gpu/go_prepared.h"
 #include "lib/gpu/mps_sharing.h"
+#include "lib/gpu/rebuild.h"
 #include "lib/nvml/nvml.h"
 #include "test/doubles/testing/mock_driver_root.h"
 
@@ -114,9 +115,11 @@ class DeviceStateTest : public ::testing::Test {
   // A fresh checkpoint handle and DeviceState over the same files, as after a plugin restart.
   void Reopen() {
     state_.reset();
-    // As the plugin does: a Go driver's checkpoint is adopted (go_prepared.h).
+    // As the plugin does: a Go driver's checkpoint is adopted (go_prepared.h), and after a reboot
+    // the claims' CDI specs go with their records (rebuild.h).
     checkpoint::CheckpointOptions cp_options;
     cp_options.convert_go_devices = GoDevicesConverter(inventory_, "mps-ns");
+    cp_options.on_reboot = RemoveClaimSpecsOnReboot(tmp_.path() + "/cdi");
     auto cp =
         checkpoint::Checkpoint::Open(tmp_.path() + "/plugin", tmp_.path() + "/boot_id", cp_options);
     ASSERT_TRUE(cp.ok()) << cp.status();

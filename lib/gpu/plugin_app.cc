@@ -380,6 +380,9 @@ absl::Status PluginApp::OpenCheckpoint() {
                      "; the Go driver's file is kept at ", r.kept_at, " for a rollback"),
         kPluginComponent, config_.node_name);
   };
+  // After a reboot the claims' CDI specs go with their records: nothing may be rebuilt from them
+  // (rebuild.h), and the kubelet's prepare after the reboot writes them again.
+  options.on_reboot = RemoveClaimSpecsOnReboot(config_.cdi_root);
   ASSIGN_OR_RETURN(p.checkpoint,
                    checkpoint::Checkpoint::Open(p.plugin_dir, config_.boot_id_path, options));
   return absl::OkStatus();

@@ -149,4 +149,22 @@ absl::StatusOr<SpecReconciliation> ReconcileCdiSpecs(ClaimApi& api, const ClaimC
   return result;
 }
 
+std::function<absl::Status(const checkpoint::ClaimMap&)> RemoveClaimSpecsOnReboot(
+    std::string cdi_root) {
+  return [cdi_root = std::move(cdi_root)](const checkpoint::ClaimMap& dropped) -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<cdi::TransientSpecDir> dir,
+                     cdi::TransientSpecDir::Create(cdi_root, kCdiKind));
+    ASSIGN_OR_RETURN(std::vector<cdi::TransientSpecFile> files, dir->List());
+    std::set<std::string> removed;  // a claim may have a .json and a .yaml spec
+    for (const cdi::TransientSpecFile& f : files) {
+      if (!removed.insert(f.id).second) continue;
+      RETURN_IF_ERROR(
+          Annotate(dir->Remove(f.id), "remove the CDI specs written before the node rebooted"));
+    }
+    DRA_INFO("removed the CDI specs written before the node rebooted", "dir", cdi_root, "specs",
+             removed.size(), "droppedClaims", dropped.size());
+    return absl::OkStatus();
+  };
+}
+
 }  // namespace dra::gpu

@@ -13,7 +13,17 @@
 //   - otherwise the spec is an orphan (a crash mid-prepare, or a claim whose pods are gone);
 //   - when the API server cannot be asked, nothing is rebuilt and every spec is kept: a spec is
 //     never removed while its claim may still be allocated here.
+//
+// A reboot is the exception: a spec written before it describes state the reboot took away
+// (time-slices, MPS daemons, MIG devices, VFIO bindings), so nothing may be rebuilt from it: the
+// record would make the kubelet's prepare after the reboot return at once, applying nothing.
+// RemoveClaimSpecsOnReboot removes every claim spec when the checkpoint finds the boot ID changed,
+// before it records the new one (so a crash in between finds the reboot again). Removed rather
+// than left for that prepare to rewrite: until it comes (the kubelet prepares a pod's claims
+// before starting its containers) every cleanup pass would rebuild from them, and telling a
+// spec's boot from its modification time would trust the wall clock.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,5 +78,11 @@ absl::StatusOr<SpecReconciliation> ReconcileCdiSpecs(ClaimApi& api, const ClaimC
                                                      checkpoint::Checkpoint& checkpoint,
                                                      DeviceState& state, GpuDriver& driver,
                                                      bool remove_orphans);
+
+// For CheckpointOptions::on_reboot: removes every claim CDI spec of this driver in `cdi_root` (the
+// Go driver's ".yaml" ones too). No prepare has run in this boot yet: a plugin prepares only
+// after opening the checkpoint, and the first Open of a boot is the one that finds the reboot.
+std::function<absl::Status(const checkpoint::ClaimMap&)> RemoveClaimSpecsOnReboot(
+    std::string cdi_root);
 
 }  // namespace dra::gpu

@@ -105,6 +105,42 @@ TEST_F(RebuildTest, CorruptCheckpointIsRebuiltFromCdiSpecsAndTheApiServer) {
   EXPECT_FALSE(HasSpec("uid-1"));
 }
 
+// After a reboot (a new boot ID; a CDI directory that is not tmpfs keeps its specs) the
+// checkpoint's records are dropped, and neither the start-up rebuild nor the cleanup's first pass
+// (which runs right after start-up) may bring them back from the specs written before the boot:
+// the kubelet's prepare after the reboot must apply again what the reboot reset (here the
+// time-slice). It found the rebuilt record PrepareCompleted and applied nothing before.
+TEST_F(RebuildTest, AfterARebootNothingIsRebuiltFromSpecsWrittenBeforeIt) {
+  Start("h100-8x", "TimeSlicingSettings=true");
+  const k8s::ResourceClaim sliced = Claim("uid-1", {"gpu-2"}, TimeSliced("Long"));
+  ASSERT_TRUE(state_->Prepare(sliced).ok());
+  ASSERT_EQ(GpuSetting("gpu-2"), "Default/Long");
+  ASSERT_TRUE(HasSpec("uid-1"));
+
+  // The reboot: the GPU's settings are reset, the boot ID is new, the CDI specs are kept; the
+  // claim is still allocated and in use here (its pod comes back).
+  SetGpu("gpu-2", "DEFAULT", 0);
+  ASSERT_TRUE(WriteFileAtomically(tmp_.path() + "/boot_id", "boot-2\n").ok());
+  Reopen();
+  MakeDriver();
+  ASSERT_EQ(checkpoint_->claims_invalidated_by_reboot(), 1u);
+  api_.in_use = {sliced};
+  auto startup = ReconcileCdiSpecs(api_, *cdi_, *checkpoint_, *state_, *driver_,
+                                   /*remove_orphans=*/false);
+  ASSERT_TRUE(startup.ok()) << startup.status();
+  EXPECT_THAT(startup->rebuilt, IsEmpty());
+  ASSERT_TRUE(cleanup_->RunOnce().ok());
+  EXPECT_EQ(StateOf("uid-1"), std::nullopt);
+  // Removed with the records (not left for the prepare to rewrite: see rebuild.h).
+  EXPECT_FALSE(HasSpec("uid-1"));
+
+  // The kubelet prepares the claim again: the time-slice is set again and the spec written.
+  ASSERT_TRUE(state_->Prepare(sliced).ok());
+  EXPECT_EQ(GpuSetting("gpu-2"), "Default/Long");
+  EXPECT_TRUE(HasSpec("uid-1"));
+  EXPECT_EQ(StateOf("uid-1"), checkpoint::ClaimState::kPrepareCompleted);
+}
+
 TEST_F(RebuildTest, NoSpecIsRemovedWhileTheApiServerCannotSay) {
   Start("h100-8x");
   ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-0"})).ok());

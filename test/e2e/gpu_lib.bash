@@ -339,6 +339,37 @@ teardown_changed_driver() {
   restore_driver
 }
 
+# --- Our checkpoint, for the reboot test ----------------------------------------------------------
+
+# checkpoint_checksum: "fnv1a64:<16 hex digits>" of the bytes on stdin: FNV-1a 64, which our
+# checkpoint stores over the canonical text of its "data" (docs/checkpoint-format.md), the text
+# `jq -cjS .data` prints. Computed in two 32-bit halves: bash arithmetic is signed 64-bit.
+checkpoint_checksum() {
+  local hi=$((0xcbf29ce4)) lo=$((0x84222325)) b a
+  for b in $(od -An -v -tu1); do
+    lo=$((lo ^ b))
+    # h * (2^40 + 0x1b3) mod 2^64 = h * 0x1b3 + (lo << 40); lo << 40 adds lo << 8 to the high half.
+    a=$((lo * 0x1b3))
+    hi=$(((hi * 0x1b3 + (a >> 32) + (lo << 8)) & 0xFFFFFFFF))
+    lo=$((a & 0xFFFFFFFF))
+  done
+  printf 'fnv1a64:%08x%08x\n' "$hi" "$lo"
+}
+
+# set_checkpoint_boot_id <checkpoint.json> <boot id>: the file as a reboot leaves it to the plugin:
+# written in another boot, with a valid checksum. Only while the plugin is off. Refuses a file whose
+# stored checksum it does not reproduce (jq 1.6 rewrites floats and integers beyond 2^53, which the
+# plugin's checkpoints do not hold) rather than write one the plugin would find corrupt.
+set_checkpoint_boot_id() {
+  local f=$1 id=$2 data
+  [[ $(jq -r .checksum "$f") == "$(jq -cjS .data "$f" | checkpoint_checksum)" ]] ||
+    { echo "set_checkpoint_boot_id: cannot reproduce the checksum of $f" >&2; return 1; }
+  data=$(jq -cS --arg b "$id" '.data.nodeBootID = $b | .data' "$f")
+  jq --arg c "$(printf '%s' "$data" | checkpoint_checksum)" --argjson d "$data" \
+    '.checksum = $c | .data = $d' "$f" >"$f.tmp"
+  mv "$f.tmp" "$f"
+}
+
 # --- The public Go driver's checkpoint, for the switch-over test -------------------------------
 
 # go_checksum: FNV-1a 32 of go-spew's rendering "([]uint8)[b0 b1 ...]" of the bytes on stdin, the
