@@ -72,6 +72,38 @@ wait_end() {
   done
 }
 
+# mps_policy_checks <deployment>: the MPS Deployment policy (the chart's
+# validatingadmissionpolicy.yaml) with the plugin's own identity on $GPU_NODE (a token bound to its
+# pod): a copy of the Deployment it made is allowed (server-side dry run), the same with another
+# image, service account, node or an init container is refused; it may delete its own node's MPS
+# Deployment, not the release's other Deployments.
+mps_policy_checks() {
+  local kc pod copy change out other
+  pod=$(plugin_pod "$GPU_NODE")
+  kc=$(sa_kubeconfig "$DRIVER_NS" "$(kubectl -n "$DRIVER_NS" get pod "$pod" -o jsonpath='{.spec.serviceAccountName}')" "$pod")
+  as_plugin() { "$K8S_BIN_DIR/kubectl" --kubeconfig "$kc" --request-timeout=20s -n "$DRIVER_NS" "$@"; }
+  copy=$(kubectl -n "$DRIVER_NS" get deployment "$1" -o json |
+    jq -c '{apiVersion, kind, metadata: {name: (.metadata.name + "-e2e"), labels: .metadata.labels, annotations: .metadata.annotations}, spec}')
+  out=$(as_plugin create --dry-run=server -f - <<<"$copy" 2>&1) || { echo "the plugin's own Deployment shape was refused: $out"; return 1; }
+  for change in '.spec.template.spec.containers[0].image = "registry.example/other:v1"' \
+    '.spec.template.spec.serviceAccountName = "default" | .spec.template.spec.serviceAccount = "default"' \
+    '.spec.template.spec.nodeName = "rbac-e2e-other-node"' \
+    '.spec.template.spec.initContainers = [{name: "init", image: .spec.template.spec.containers[0].image, command: ["true"]}]'; do
+    if out=$(as_plugin create --dry-run=server -f - <<<"$(jq -c "$change" <<<"$copy")" 2>&1); then
+      echo "allowed, want refused: $change"; return 1
+    fi
+    [[ $out == *"mps-deployments-policy"* ]] || { echo "refused, but not by the MPS policy: $change: $out"; return 1; }
+  done
+  out=$(as_plugin delete deployment "$1" --dry-run=server 2>&1) || { echo "deleting its own MPS Deployment was refused: $out"; return 1; }
+  other=$(kubectl -n "$DRIVER_NS" get deployments -o json |
+    jq -r '[.items[] | select(.metadata.labels["app.kubernetes.io/managed-by"] != "gpu-kubelet-plugin")][0].metadata.name // empty')
+  if [[ -n $other ]]; then
+    if out=$(as_plugin delete deployment "$other" --dry-run=server 2>&1); then echo "allowed, want refused: delete $other"; return 1; fi
+    [[ $out == *"mps-deployments-policy"* ]] || { echo "delete $other refused, but not by the MPS policy: $out"; return 1; }
+  fi
+  echo "# MPS policy: the plugin's Deployment shape allowed; other image, service account, node, init container, and deleting ${other:-(no other Deployment)} refused" >&3
+}
+
 @test "an MPS claim shared by two pods: one control daemon with the claim's settings, pipe and /dev/shm in both, exclusive GPU; all gone after" {
   plugin_with_mps
   mps_claim mps-gpu
@@ -98,6 +130,7 @@ wait_end() {
   # Its Deployment runs, ready, on this node.
   [ "$(kubectl -n "$DRIVER_NS" get deployment "mps-control-daemon-$id" -o jsonpath='{.status.readyReplicas}')" = 1 ]
   [ "$(kubectl -n "$DRIVER_NS" get pods -l "app=mps-control-daemon-$id" -o jsonpath='{.items[*].spec.nodeName}')" = "$GPU_NODE" ]
+  mps_policy_checks "mps-control-daemon-$id"
 
   # Both containers: the pipe variable, the daemon's control socket, and its /dev/shm marker.
   for p in pod1 pod2; do

@@ -3,7 +3,7 @@
 # the locally built image (hack/cluster/driver-image.sh). run.sh installed it for every scenario
 # file (hack/cluster/helm-driver.sh: node preparation, image import, `helm upgrade --install` with
 # hack/cluster/helm-values.yaml, docs/helm.md); this file checks the release itself: the DaemonSet
-# pods on every node, the chart's objects, the ResourceSlice admission policy, a rolling
+# pods on every node, the chart's objects, a rolling
 # `helm upgrade` to another image tag under load, and `helm uninstall`, whose pre-delete hook
 # finalizes a ComputeDomain first and which leaves nothing behind. It ends with the driver uninstalled, so run.sh runs it last (a following run.sh
 # installs it again).
@@ -90,32 +90,7 @@ ready_pods() {
   wait_for 60 "CDI spec of claim $uid removed" test ! -e "$(cdi_spec "$GPU_NODE" "$uid")"
 }
 
-# A ResourceSlice as the kubelet plugin's service account writes it: the token is bound to the
-# plugin pod on node 1, so it carries that node's name, as the plugin's own token does. The
-# driver name is one no plugin publishes, so no plugin deletes the slice.
-slice_as_plugin() { # <node of spec.nodeName>
-  local pod sa token
-  pod=$(plugin_pod "$GPU_NODE")
-  sa=$(kubectl -n "$DRIVER_NS" get pod "$pod" -o jsonpath='{.spec.serviceAccountName}')
-  token=$(kubectl -n "$DRIVER_NS" create token "$sa" --bound-object-kind Pod --bound-object-name "$pod" --duration 10m)
-  curl -s -m 10 --cacert "$PKI_DIR/ca.crt" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-    -X POST "https://127.0.0.1:$APISERVER_PORT/apis/resource.k8s.io/v1/resourceslices" -d "$(jq -cn --arg n "$1" \
-      '{apiVersion: "resource.k8s.io/v1", kind: "ResourceSlice", metadata: {name: ("vap-e2e-" + $n)},
-        spec: {driver: "vap-e2e.example.com", nodeName: $n, devices: [],
-               pool: {name: ("vap-e2e-" + $n), generation: 1, resourceSliceCount: 1}}}')"
-}
-
-@test "the ValidatingAdmissionPolicy lets the plugin's account write only its own node's slices" {
-  local out
-  [[ -n $MIG_NODE ]] || skip "needs two nodes"
-  out=$(slice_as_plugin "$MIG_NODE")
-  kubectl delete resourceslice "vap-e2e-$MIG_NODE" --ignore-not-found >/dev/null
-  [[ $(jq -r .code <<<"$out") == 422 && $out == *"resourceslices-policy-dra-driver-nvidia-gpu"* &&
-    $out == *"may only write ResourceSlices with spec.nodeName $GPU_NODE"* ]] || { echo "$out"; false; }
-  out=$(slice_as_plugin "$GPU_NODE")
-  kubectl delete resourceslice "vap-e2e-$GPU_NODE" --ignore-not-found >/dev/null
-  [[ $(jq -r .kind <<<"$out") == ResourceSlice ]] || { echo "$out"; false; }
-}
+# The ResourceSlice policy and the other limits of the chart's service accounts: rbac.bats.
 
 # The plugin registration sockets of the driver on node <name> (one per plugin pod in the
 # rolling-update mode the chart turns on with POD_UID: gpu.nvidia.com-<pod UID>-reg.sock).

@@ -50,3 +50,29 @@ wait_for() {
     sleep 0.5
   done
 }
+
+# sa_kubeconfig <namespace> <service account> <pod>: prints the path of a kubeconfig that
+# authenticates as the service account with a token bound to <pod> (kubectl create token
+# --bound-object-kind Pod), so the API server sees the pod's name and node in the user's extra
+# (authentication.kubernetes.io/pod-name, .../node-name), as it does for the pod's own token.
+# Used with: "$K8S_BIN_DIR/kubectl" --kubeconfig <path> ...
+sa_kubeconfig() {
+  local f token
+  f=$(mktemp "${BATS_TEST_TMPDIR:-/tmp}/kubeconfig-$2-XXXX")
+  token=$(kubectl -n "$1" create token "$2" --bound-object-kind Pod --bound-object-name "$3" --duration 10m) || return 1
+  cat >"$f" <<EOF2
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: "https://127.0.0.1:$APISERVER_PORT", certificate-authority: "$PKI_DIR/ca.crt"}
+users:
+- name: $2
+  user: {token: "$token"}
+contexts:
+- name: $2
+  context: {cluster: e2e, user: $2}
+current-context: $2
+EOF2
+  echo "$f"
+}

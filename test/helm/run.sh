@@ -19,10 +19,11 @@ root=$(cd "$here/../.." && pwd)
 source "$root/hack/cluster/lib.sh"
 chart=$root/deployments/helm/dra-driver-nvidia-gpu
 HELM=${DRA_HELM:-$HELM_BIN_DIR/helm}
-# Fixed render context: release, namespace, and the resource API a 1.36 cluster serves.
+# Fixed render context: release, namespace, and the resource API a 1.36 cluster serves (the server
+# version is 1.36 unless a case says otherwise, kube_version).
 RELEASE=dra
 NAMESPACE=nvidia-dra-driver-gpu
-RENDER_ARGS=(--namespace "$NAMESPACE" --kube-version v1.36.0 --api-versions resource.k8s.io/v1/DeviceClass)
+RENDER_ARGS=(--namespace "$NAMESPACE" --api-versions resource.k8s.io/v1/DeviceClass)
 
 say() { printf '[helm-test] %s\n' "$*"; }
 fail() { printf '[helm-test] FAIL: %s\n' "$*" >&2; failed=$((failed + 1)); }
@@ -33,8 +34,11 @@ fail() { printf '[helm-test] FAIL: %s\n' "$*" >&2; failed=$((failed + 1)); }
 }
 failed=0
 
+# A case may name the server version it is rendered for: a line "# kube-version: v1.35.0".
+kube_version() { sed -n 's/^# kube-version: //p' "$1" | grep . || echo v1.36.0; }
+
 render() { # <values file>
-  "$HELM" template "$RELEASE" "$chart" "${RENDER_ARGS[@]}" -f "$1" 2>&1
+  "$HELM" template "$RELEASE" "$chart" "${RENDER_ARGS[@]}" --kube-version "$(kube_version "$1")" -f "$1" 2>&1
 }
 
 do_lint() {
@@ -42,7 +46,7 @@ do_lint() {
   for c in "$here"/cases/*.yaml; do
     # helm lint has no --api-versions: the resource API is given as a value. It reports a
     # template's `fail` as an INFO line and passes, so such a line fails here.
-    if out=$("$HELM" lint --strict "$chart" --namespace "$NAMESPACE" --kube-version v1.36.0 \
+    if out=$("$HELM" lint --strict "$chart" --namespace "$NAMESPACE" --kube-version "$(kube_version "$c")" \
       --set resourceApiVersion=resource.k8s.io/v1 -f "$c" 2>&1) && [[ $out != *'funcMap fail'* ]]; then
       say "lint ok: ${c##*/}"
     else

@@ -109,3 +109,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- join "," $names }}
 {{- end }}
+
+{{/*
+"true" when the API server authorizes ResourceClaim status writes per field (Kubernetes >= 1.36,
+gate DRAResourceClaimGranularStatusAuthorization, beta and on): status.devices entries of driver
+D then need resourceclaims/driver named D, and the verb "associated-node:patch" limits them to
+claims allocated on the node a pod-bound token names. Older servers cannot confine a node's
+status writes, so the plugin writes no device status there (docs/helm.md, "RBAC").
+*/}}
+{{- define "dra-driver-nvidia-gpu.granularStatusAuthorization" -}}
+{{- if semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the gpu plugin writes device status: deviceStatus not false, on a server that confines it. */}}
+{{- define "dra-driver-nvidia-gpu.deviceStatus" -}}
+{{- if and .Values.resources.gpus.enabled (ne (toString .Values.kubeletPlugin.containers.gpus.deviceStatus) "false") (include "dra-driver-nvidia-gpu.granularStatusAuthorization" .) }}true{{ end }}
+{{- end }}
+
