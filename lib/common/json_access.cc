@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "lib/common/json_depth.h"
 
 namespace dra::json_access {
 namespace {
@@ -20,9 +21,10 @@ bool IsPlainKey(absl::string_view key) {
   });
 }
 
-// The deepest nesting of arrays and objects in `text`, counted outside strings; stops counting
-// once past `limit`. A scan of the bytes, so that a hostile document is refused before nlohmann
-// builds (and later recursively destroys or copies) a value that deep.
+}  // namespace
+
+// json_depth.h. A scan of the bytes, so that a hostile document is refused before nlohmann builds
+// (and later recursively copies, dumps or compares) a value that deep.
 int NestingDepth(absl::string_view text, int limit) {
   int depth = 0;
   int deepest = 0;
@@ -58,6 +60,8 @@ int NestingDepth(absl::string_view text, int limit) {
   }
   return deepest;
 }
+
+namespace {
 
 const Json& Null() {
   static const Json* const kNull = new Json();

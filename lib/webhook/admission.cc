@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "lib/api/config.h"
 #include "lib/api/gpu_kinds.h"
+#include "lib/common/json_depth.h"
 #include "lib/webhook/duplicate_keys.h"
 #include "lib/webhook/review_scan.h"
 #include "nlohmann/json.hpp"
@@ -343,6 +344,15 @@ AdmissionResult HandleAdmissionReviewWhole(absl::string_view content_type, absl:
     return PlainError(415,
                       absl::StrCat("contentType=", content_type, ", expected application/json"));
   }
+  // Before any parse: nlohmann builds a document of any depth without recursing, but copies,
+  // dumps and comparisons of it would recurse once per level, and the scan recurses up to its own
+  // limit. No review the API server sends is deeper.
+  if (json_access::NestingDepth(body, kMaxReviewDepth) > kMaxReviewDepth) {
+    return PlainError(400, absl::StrCat("could not decode the request body as an AdmissionReview: "
+                                        "JSON nested deeper than ",
+                                        kMaxReviewDepth, " levels (request.object may nest ",
+                                        kMaxObjectDepth, ", the most the API server decodes)"));
+  }
   json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded()) {
     // Only now pay for a parse that says what is wrong.
@@ -381,7 +391,9 @@ AdmissionResult HandleAdmissionReviewWhole(absl::string_view content_type, absl:
     f.version = std::string(StringMember(*resource, "version"));
     f.resource = std::string(StringMember(*resource, "resource"));
   }
-  return Decide(f, object != nullptr ? *object : json(), duplicate, gates);
+  // By reference: a copy of the object would recurse once per level of its nesting.
+  static const json* const kNull = new json();
+  return Decide(f, object != nullptr ? *object : *kNull, duplicate, gates);
 }
 
 }  // namespace dra::webhook

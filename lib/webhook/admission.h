@@ -10,6 +10,11 @@
 // What it does:
 // - Content-Type must be exactly "application/json", else 415 "contentType=<x>, expected
 //   application/json".
+// - A body nested deeper than kMaxReviewDepth is answered 400 "could not decode the request body
+//   as an AdmissionReview: JSON nested deeper than 10002 levels (...)" before anything parses it.
+//   Nothing below recurses once per level of nesting (the scan stops at 256 levels and leaves
+//   deeper text to nlohmann's parser, which does not recurse; its documents are only read and
+//   moved, never copied or dumped), so any depth up to the limit is handled on a small stack.
 // - The body must be an admission.k8s.io/v1 AdmissionReview with a request, else 400 with a
 //   message saying what is wrong.
 // - DELETE requests and requests without an object are allowed.
@@ -38,6 +43,13 @@ namespace dra::webhook {
 
 // The driver whose configs the webhook validates.
 inline constexpr absl::string_view kDriverName = "gpu.nvidia.com";
+
+// The deepest nesting of arrays and objects in request.object: the API server decodes objects
+// with Go's encoding/json, which refuses more than 10,000 levels, so it never sends a deeper one.
+inline constexpr int kMaxObjectDepth = 10000;
+// The same for the whole review, whose root and `request` hold request.object two levels down.
+// A deeper body is answered 400 before anything parses it (see HandleAdmissionReview).
+inline constexpr int kMaxReviewDepth = kMaxObjectDepth + 2;
 
 // How a review ended, for metrics and logs.
 enum class ReviewOutcome {
