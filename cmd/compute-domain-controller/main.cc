@@ -1,8 +1,9 @@
 // compute-domain-controller: the cluster-wide controller of the compute-domain.nvidia.com DRA
 // driver. Flags and wiring only; the work is in lib/cdcontroller.
 // `compute-domain-controller cleanup [flags]` is the Helm chart's pre-delete hook instead: it
-// deletes every ComputeDomain and waits until the running controller has finalized them
-// (lib/cdcontroller/uninstall.h).
+// releases every ComputeDomain (removes the driver's objects, node labels and finalizer, leaves
+// the domain), or with --delete-compute-domains deletes them and waits until the running
+// controller has finalized them (lib/cdcontroller/uninstall.h).
 
 #include <cstdio>
 #include <string>
@@ -23,10 +24,14 @@ namespace {
 int RunCleanupCommand(int argc, char** argv, dra::SignalHandler* signals) {
   dra::cdcontroller::CleanupProcessOptions options;
   dra::Flags flags("compute-domain-controller cleanup",
-                   "Deletes every ComputeDomain of the cluster and waits until the running "
-                   "controller has finalized each of them; fails, naming the domains left, after "
-                   "--timeout. The Helm chart runs it as its pre-delete hook, so that `helm "
-                   "uninstall` leaves no ComputeDomain with a finalizer nobody removes.");
+                   "Releases every ComputeDomain of the cluster: stops the controller, removes "
+                   "each domain's IMEX DaemonSet, ResourceClaimTemplates, cliques, node labels and "
+                   "the driver's finalizer, and leaves the ComputeDomain objects. With "
+                   "--delete-compute-domains it deletes every ComputeDomain instead and waits "
+                   "until the running controller has finalized them. Then waits for the IMEX "
+                   "daemon pods to go. Fails, naming the domains left, after --timeout. The Helm "
+                   "chart runs it as its pre-delete hook, so that `helm uninstall` leaves no "
+                   "ComputeDomain with a finalizer nobody removes.");
   dra::cdcontroller::AddCleanupFlags(flags, &options);
   flags.SetVersion(DRA_VERSION);
   flags.ParseOrExit(argc, argv);

@@ -133,7 +133,13 @@ absl::StatusOr<std::set<std::string>> Controller::LiveDomainUids() {
 }
 
 absl::Status Controller::RemoveNodeLabels(const std::string& uid) {
-  ASSIGN_OR_RETURN(nlohmann::json list, client_->ListAll(k8s::Node::kResource, "", ByDomain(uid)));
+  return internal::RemoveNodeLabels(client_, uid);
+}
+
+namespace internal {
+
+absl::Status RemoveNodeLabels(k8s::Client* client, const std::string& uid) {
+  ASSIGN_OR_RETURN(nlohmann::json list, client->ListAll(k8s::Node::kResource, "", ByDomain(uid)));
   for (nlohmann::json& node : list["items"]) {
     const std::string name = node["metadata"].value("name", "");
     // An Update with the listed resourceVersion: a label the plugin set meanwhile (for another
@@ -141,7 +147,7 @@ absl::Status Controller::RemoveNodeLabels(const std::string& uid) {
     node["apiVersion"] = "v1";
     node["kind"] = "Node";
     node["metadata"]["labels"].erase(std::string(k8s::kComputeDomainLabel));
-    absl::StatusOr<nlohmann::json> r = client_->Update(k8s::Node::kResource, "", node);
+    absl::StatusOr<nlohmann::json> r = client->Update(k8s::Node::kResource, "", node);
     if (absl::IsNotFound(r.status())) continue;
     if (!r.ok()) {
       return Annotate(r.status(),
@@ -152,34 +158,42 @@ absl::Status Controller::RemoveNodeLabels(const std::string& uid) {
   return absl::OkStatus();
 }
 
+absl::Status RemoveDomainObjects(k8s::Client* client, const std::string& uid,
+                                 const std::string& domain_namespace,
+                                 const std::vector<std::string>& daemon_namespaces) {
+  // Order: the workload's claim template first (no new workload pods), then the daemons' objects,
+  // then the node labels, then the finalizers of the objects.
+  std::set<Target> workload = {{&k8s::ResourceClaimTemplate::kResource, domain_namespace}};
+  std::set<Target> daemons;
+  for (const std::string& ns : daemon_namespaces) {
+    daemons.insert({&k8s::ResourceClaimTemplate::kResource, ns});
+    daemons.insert({&k8s::DaemonSet::kResource, ns});
+    // The daemons' cliques. Each is also owned by its daemon pods (garbage-collected after the
+    // last one), but a clique whose pods are gone already, or that a daemon re-created while
+    // shutting down, would otherwise outlive its domain. A re-created one is deleted again on
+    // the next pass: FinalizeObjects waits until none is left.
+    daemons.insert({&k8s::ComputeDomainClique::kResource, ns});
+  }
+  std::set<Target> all = workload;
+  all.insert(daemons.begin(), daemons.end());
+  RETURN_IF_ERROR(DrainObjects(client, workload, uid));
+  RETURN_IF_ERROR(DrainObjects(client, daemons, uid));
+  if (!daemon_namespaces.empty()) RETURN_IF_ERROR(RemoveNodeLabels(client, uid));
+  return FinalizeObjects(client, all, uid);
+}
+
+}  // namespace internal
+
 absl::Status Controller::FinalizeDomain(const ComputeDomain& cd) {
   const std::string& uid = cd.metadata.uid;
   const bool has_finalizer =
       std::find(cd.metadata.finalizers.begin(), cd.metadata.finalizers.end(),
                 k8s::kComputeDomainFinalizer) != cd.metadata.finalizers.end();
   if (!has_finalizer) return absl::OkStatus();
-  // Order: the workload's claim template first (no new workload pods), then the daemons' objects,
-  // then the node labels, then the finalizers of the objects, then the domain's.
-  std::set<Target> workload = {
-      {&k8s::ResourceClaimTemplate::kResource, cd.metadata.namespace_name}};
-  std::set<Target> daemons;
-  if (!config_.host_managed()) {
-    for (const std::string& ns : DaemonSetNamespaces()) {
-      daemons.insert({&k8s::ResourceClaimTemplate::kResource, ns});
-      daemons.insert({&k8s::DaemonSet::kResource, ns});
-      // The daemons' cliques. Each is also owned by its daemon pods (garbage-collected after the
-      // last one), but a clique whose pods are gone already, or that a daemon re-created while
-      // shutting down, would otherwise outlive its domain. A re-created one is deleted again on
-      // the next pass: FinalizeObjects waits until none is left.
-      daemons.insert({&k8s::ComputeDomainClique::kResource, ns});
-    }
-  }
-  std::set<Target> all = workload;
-  all.insert(daemons.begin(), daemons.end());
-  RETURN_IF_ERROR(DrainObjects(client_, workload, uid));
-  RETURN_IF_ERROR(DrainObjects(client_, daemons, uid));
-  if (!config_.host_managed()) RETURN_IF_ERROR(RemoveNodeLabels(uid));
-  RETURN_IF_ERROR(FinalizeObjects(client_, all, uid));
+  // The domain's objects first (internal::RemoveDomainObjects), then the domain's finalizer.
+  RETURN_IF_ERROR(internal::RemoveDomainObjects(
+      client_, uid, cd.metadata.namespace_name,
+      config_.host_managed() ? std::vector<std::string>() : DaemonSetNamespaces()));
 
   std::vector<std::string> rest;
   for (const std::string& f : cd.metadata.finalizers) {
@@ -245,17 +259,9 @@ void Controller::OnDomainDeleted(const ComputeDomain& last) {
 
 absl::Status Controller::CleanUpVanishedDomain(const std::string& uid,
                                                const std::string& domain_namespace) {
-  std::set<Target> all = {{&k8s::ResourceClaimTemplate::kResource, domain_namespace}};
-  if (!config_.host_managed()) {
-    for (const std::string& ns : DaemonSetNamespaces()) {
-      all.insert({&k8s::ResourceClaimTemplate::kResource, ns});
-      all.insert({&k8s::DaemonSet::kResource, ns});
-      all.insert({&k8s::ComputeDomainClique::kResource, ns});
-    }
-  }
-  RETURN_IF_ERROR(DrainObjects(client_, all, uid));
-  if (!config_.host_managed()) RETURN_IF_ERROR(RemoveNodeLabels(uid));
-  RETURN_IF_ERROR(FinalizeObjects(client_, all, uid));
+  RETURN_IF_ERROR(internal::RemoveDomainObjects(
+      client_, uid, domain_namespace,
+      config_.host_managed() ? std::vector<std::string>() : DaemonSetNamespaces()));
   DRA_INFO("removed the objects of a vanished ComputeDomain", "uid", uid);
   absl::MutexLock lock(&mu_);
   vanished_.erase(uid);

@@ -26,6 +26,7 @@ using ::dra::cdcontroller::testing::AdminClient;
 using ::dra::cdcontroller::testing::ComputeDomainManifest;
 using ::dra::cdcontroller::testing::DaemonPodManifest;
 using ::dra::cdcontroller::testing::Eventually;
+using ::dra::cdcontroller::testing::FakeNode;
 using ::dra::cdcontroller::testing::kConfigMaps;
 using ::dra::cdcontroller::testing::RandomSuffix;
 using ::dra::cdcontroller::testing::ScopedNamespace;
@@ -39,34 +40,6 @@ bool Gone(k8s::Client* c, const k8s::ResourceInfo& r, const std::string& ns,
           const std::string& name) {
   return absl::IsNotFound(c->Get(r, ns, name).status());
 }
-
-// A Node object without a kubelet, labelled for a domain, so that the controller's label removal
-// can be observed without touching the cluster's real nodes.
-class FakeNode {
- public:
-  FakeNode(k8s::Client* c, const std::string& cd_uid)
-      : c_(c), name_("h3-cdc-fake-node-" + RandomSuffix()) {
-    auto r = c_->Create(
-        k8s::Node::kResource, "",
-        {{"apiVersion", "v1"},
-         {"kind", "Node"},
-         {"metadata",
-          {{"name", name_}, {"labels", {{std::string(k8s::kComputeDomainLabel), cd_uid}}}}}});
-    EXPECT_TRUE(r.ok()) << r.status();
-  }
-  ~FakeNode() { (void)c_->Delete(k8s::Node::kResource, "", name_); }
-  std::string Label() {
-    auto n = c_->Get(k8s::Node::kResource, "", name_);
-    if (!n.ok()) return "<" + std::string(n.status().message()) + ">";
-    return (*n)["metadata"]
-        .value("labels", json::object())
-        .value(std::string(k8s::kComputeDomainLabel), "");
-  }
-
- private:
-  k8s::Client* c_;
-  std::string name_;
-};
 
 class ControllerIntegrationTest : public ::testing::Test {
  protected:

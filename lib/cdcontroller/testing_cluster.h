@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/objects_compute_domain.h"
+#include "lib/k8s/objects_core.h"
 #include "lib/k8s/rest_config.h"
 #include "nlohmann/json.hpp"
 #include "test/support/cluster_env.h"
@@ -104,5 +105,34 @@ inline nlohmann::json DaemonPodManifest(const std::string& ns, const std::string
            {{"nodeName", node},
             {"containers", {{{"name", "c"}, {"image", "registry.invalid/none:0"}}}}}}};
 }
+
+// A Node object without a kubelet, labelled for a domain, so that the controller's label removal
+// can be observed without touching the cluster's real nodes.
+class FakeNode {
+ public:
+  FakeNode(k8s::Client* c, const std::string& cd_uid,
+           const std::string& prefix = "h3-cdc-fake-node")
+      : c_(c), name_(prefix + "-" + RandomSuffix()) {
+    auto r = c_->Create(
+        k8s::Node::kResource, "",
+        {{"apiVersion", "v1"},
+         {"kind", "Node"},
+         {"metadata",
+          {{"name", name_}, {"labels", {{std::string(k8s::kComputeDomainLabel), cd_uid}}}}}});
+    EXPECT_TRUE(r.ok()) << r.status();
+  }
+  ~FakeNode() { (void)c_->Delete(k8s::Node::kResource, "", name_); }
+  std::string Label() {
+    auto n = c_->Get(k8s::Node::kResource, "", name_);
+    if (!n.ok()) return "<" + std::string(n.status().message()) + ">";
+    return (*n)["metadata"]
+        .value("labels", nlohmann::json::object())
+        .value(std::string(k8s::kComputeDomainLabel), "");
+  }
+
+ private:
+  k8s::Client* c_;
+  std::string name_;
+};
 
 }  // namespace dra::cdcontroller::testing

@@ -10,18 +10,22 @@
 #include "absl/strings/str_join.h"
 #include "lib/cdcontroller/controller_internal.h"
 #include "lib/common/flags.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/signals.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
 #include "lib/k8s/object_meta.h"
 #include "lib/k8s/objects_compute_domain.h"
+#include "lib/k8s/objects_core.h"
 #include "lib/k8s/rest_config.h"
 
 namespace dra::cdcontroller {
 namespace {
 
 using k8s::ComputeDomain;
+
+constexpr k8s::ResourceInfo kDeployments{"apps", "v1", "Deployment", "deployments", true};
 
 struct Domain {
   k8s::ObjectMeta meta;
@@ -67,7 +71,211 @@ absl::Status DeleteLive(k8s::Client* client, const std::vector<Domain>& domains)
   return absl::OkStatus();
 }
 
+bool HasOurFinalizer(const k8s::ObjectMeta& m) {
+  return std::find(m.finalizers.begin(), m.finalizers.end(), k8s::kComputeDomainFinalizer) !=
+         m.finalizers.end();
+}
+
+// Sleeps until `wake`, checking `stopped` every 100 ms: Cancelled "stopped while <what>".
+absl::Status SleepUntil(const CleanupOptions& o, absl::Time wake, absl::string_view what) {
+  while (absl::Now() < wake) {
+    if (o.stopped && o.stopped()) {
+      return absl::CancelledError(absl::StrCat("stopped while ", what));
+    }
+    absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
+  }
+  return absl::OkStatus();
+}
+
+// "a, b" of the pods' namespace/name; empty when there are none.
+absl::StatusOr<std::string> ListPods(k8s::Client* client, const std::string& ns,
+                                     const std::string& selector) {
+  ASSIGN_OR_RETURN(nlohmann::json list,
+                   client->ListAll(k8s::Pod::kResource, ns, {.label_selector = selector}));
+  std::vector<std::string> names;
+  for (const nlohmann::json& item : json_access::ArrayOrEmpty(list, "items")) {
+    const nlohmann::json& m = json_access::MemberOrNull(item, "metadata");
+    names.push_back(
+        absl::StrCat(json_access::StringOr(m, "namespace"), "/", json_access::StringOr(m, "name")));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+// Scales the controller's Deployment to 0 and waits until its pods are gone: a running controller
+// would add its finalizer back and re-create the objects being removed. A Deployment that is not
+// there is nothing to stop.
+absl::Status StopController(k8s::Client* client, const CleanupOptions& o, absl::Time deadline) {
+  if (o.controller_deployment.empty()) return absl::OkStatus();
+  const std::string ref = absl::StrCat(o.driver_namespace, "/", o.controller_deployment);
+  absl::StatusOr<nlohmann::json> d =
+      client->Get(kDeployments, o.driver_namespace, o.controller_deployment);
+  if (absl::IsNotFound(d.status())) {
+    DRA_INFO("the controller's Deployment is not there; nothing to stop", "deployment", ref);
+    return absl::OkStatus();
+  }
+  if (!d.ok()) return Annotate(d.status(), absl::StrCat("get Deployment ", ref));
+  std::vector<std::string> selector;
+  const nlohmann::json& spec = json_access::MemberOrNull(*d, "spec");
+  const nlohmann::json& match =
+      json_access::MemberOrNull(json_access::MemberOrNull(spec, "selector"), "matchLabels");
+  if (match.is_object()) {
+    for (const auto& [k, v] : match.items()) {
+      if (v.is_string()) selector.push_back(absl::StrCat(k, "=", v.get<std::string>()));
+    }
+  }
+  if (selector.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Deployment ", ref,
+                     ": spec.selector.matchLabels is empty; cannot tell its pods (the chart's "
+                     "controller Deployment always has one)"));
+  }
+  if (json_access::IntOr(spec, "replicas", 1) != 0) {
+    absl::StatusOr<nlohmann::json> r = client->MergePatch(
+        kDeployments, o.driver_namespace, o.controller_deployment, {{"spec", {{"replicas", 0}}}});
+    if (!r.ok()) return Annotate(r.status(), absl::StrCat("scale Deployment ", ref, " to 0"));
+    DRA_INFO("scaled the controller to 0 replicas before releasing the ComputeDomains",
+             "deployment", ref);
+  }
+  const std::string sel = absl::StrJoin(selector, ",");
+  for (;;) {
+    absl::StatusOr<std::string> pods = ListPods(client, o.driver_namespace, sel);
+    if (!pods.ok()) return Annotate(pods.status(), absl::StrCat("list the pods of ", ref));
+    if (pods->empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the controller's pods (Deployment ", ref,
+                       ", scaled to 0) are still there "
+                       "after ",
+                       absl::FormatDuration(o.timeout), ": ", *pods,
+                       ". `helm uninstall` again retries this step"));
+    }
+    RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
+                               absl::StrCat("waiting for the controller's pods to go: ", *pods)));
+  }
+}
+
+// Removes the domain's objects and then its finalizer: OK when released (or gone), Unavailable
+// (with why) while something is left, the API error otherwise.
+absl::Status ReleaseDomain(k8s::Client* client, const CleanupOptions& o, const Domain& d) {
+  absl::Status s = internal::RemoveDomainObjects(
+      client, d.meta.uid, d.meta.namespace_name,
+      o.driver_namespace.empty() ? std::vector<std::string>()
+                                 : std::vector<std::string>{o.driver_namespace});
+  if (!s.ok()) return s;
+  std::vector<std::string> rest;
+  for (const std::string& f : d.meta.finalizers) {
+    if (f != k8s::kComputeDomainFinalizer) rest.push_back(f);
+  }
+  absl::StatusOr<nlohmann::json> r = client->MergePatch(
+      ComputeDomain::kResource, d.meta.namespace_name, d.meta.name,
+      {{"metadata", {{"resourceVersion", d.meta.resource_version}, {"finalizers", rest}}}});
+  if (absl::IsNotFound(r.status())) return absl::OkStatus();
+  if (k8s::IsConflict(r.status())) {
+    return absl::UnavailableError("the ComputeDomain changed meanwhile; trying again");
+  }
+  if (!r.ok()) {
+    return Annotate(r.status(), absl::StrCat("remove the finalizer of ComputeDomain ", d.Name()));
+  }
+  DRA_INFO("released ComputeDomain: the driver's objects and finalizer are gone, the domain stays",
+           "computeDomain", d.Name(), "uid", d.meta.uid);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status ReleaseAllComputeDomains(k8s::Client* client, const CleanupOptions& o) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + o.timeout;
+  std::string last;
+  for (bool first = true;; first = false) {
+    absl::StatusOr<std::vector<Domain>> domains = ListDomains(client, o.only_namespace);
+    if (first && absl::IsNotFound(domains.status())) {
+      DRA_INFO("the cluster serves no ComputeDomain API; nothing to clean up");
+      return absl::OkStatus();
+    }
+    if (!domains.ok()) return Annotate(domains.status(), "list ComputeDomains");
+    std::vector<Domain> held;
+    for (Domain& d : *domains) {
+      if (HasOurFinalizer(d.meta)) held.push_back(std::move(d));
+    }
+    if (held.empty()) {
+      if (first) {
+        DRA_INFO("no ComputeDomain carries the driver's finalizer; nothing to release", "domains",
+                 domains->size());
+      } else {
+        DRA_INFO("released every ComputeDomain; the domain objects stay", "elapsed",
+                 absl::Now() - start);
+      }
+      return absl::OkStatus();
+    }
+    if (first) {
+      DRA_INFO("releasing every ComputeDomain before the driver goes (the domains stay)", "count",
+               held.size(), "timeout", o.timeout);
+      RETURN_IF_ERROR(StopController(client, o, deadline));
+    }
+    std::vector<std::string> pending;
+    for (const Domain& d : held) {
+      absl::Status s = ReleaseDomain(client, o, d);
+      if (absl::IsUnavailable(s)) {
+        pending.push_back(absl::StrCat(d.Name(), " (", s.message(), ")"));
+      } else if (!s.ok()) {
+        return Annotate(s, absl::StrCat("release ComputeDomain ", d.Name()));
+      }
+    }
+    if (pending.empty()) {
+      if (absl::Now() < deadline) continue;  // the next listing confirms
+      // Released, and yet held again: something still adds the finalizer.
+      for (const Domain& d : held) {
+        pending.push_back(absl::StrCat(d.Name(), " (its finalizer came back)"));
+      }
+    }
+    std::string now = absl::StrJoin(pending, ", ");
+    if (now != last) {
+      DRA_INFO("waiting for the driver's objects of ComputeDomains to go", "left", pending.size(),
+               "domains", now);
+      last = std::move(now);
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          pending.size(), " ComputeDomain(s) not released within ", absl::FormatDuration(o.timeout),
+          ": ", last,
+          ". Objects with other finalizers, or that keep coming back, hold them. `helm uninstall` "
+          "again retries this step; `helm uninstall --no-hooks` skips it and leaves these "
+          "ComputeDomains with the finalizer resource.nvidia.com/computeDomain"));
+    }
+    RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
+                               absl::StrCat("releasing ComputeDomains: ", last)));
+  }
+}
+
+absl::Status WaitForDaemonPodsGone(k8s::Client* client, const CleanupOptions& o, absl::Time start) {
+  const absl::Time deadline = start + o.timeout;
+  const std::string selector(k8s::kComputeDomainLabel);
+  std::string last;
+  for (;;) {
+    absl::StatusOr<std::string> pods = ListPods(client, o.driver_namespace, selector);
+    if (!pods.ok()) return Annotate(pods.status(), "list the IMEX daemon pods");
+    if (pods->empty()) {
+      if (!last.empty()) DRA_INFO("every IMEX daemon pod is gone");
+      return absl::OkStatus();
+    }
+    if (*pods != last) {
+      DRA_INFO(
+          "waiting for the IMEX daemon pods to go (the kubelet plugins unprepare their claims)",
+          "pods", *pods);
+      last = *pods;
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "IMEX daemon pods still there ", absl::FormatDuration(absl::Now() - start),
+          " after the cleanup began: ", last,
+          "; their nodes keep the daemons' prepared claims and files (a node that is down cannot "
+          "unprepare)"));
+    }
+    RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
+                               absl::StrCat("waiting for IMEX daemon pods to go: ", last)));
+  }
+}
 
 absl::Status DeleteAllComputeDomains(k8s::Client* client, const CleanupOptions& o) {
   const absl::Time start = absl::Now();
@@ -111,14 +319,8 @@ absl::Status DeleteAllComputeDomains(k8s::Client* client, const CleanupOptions& 
           "this step; `helm uninstall --no-hooks` skips it and leaves these ComputeDomains with "
           "their finalizers"));
     }
-    const absl::Time wake = std::min(deadline, absl::Now() + o.poll_interval);
-    while (absl::Now() < wake) {
-      if (o.stopped && o.stopped()) {
-        return absl::CancelledError(
-            absl::StrCat("stopped while waiting for ComputeDomains to be finalized: ", last));
-      }
-      absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
-    }
+    RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
+                               absl::StrCat("waiting for ComputeDomains to be finalized: ", last)));
   }
 }
 
@@ -127,7 +329,17 @@ void AddCleanupFlags(Flags& flags, CleanupProcessOptions* o) {
                     "How long to wait for the controller to finalize the deleted ComputeDomains "
                     "before failing (keep it below helm's --timeout, 5m by default).");
   flags.AddString("namespace", "NAMESPACE", &o->cleanup.driver_namespace,
-                  "The driver's namespace, where the controller runs (named in errors).");
+                  "The driver's namespace, where the controller and the IMEX daemons run.");
+  flags.AddBool("delete-compute-domains", "CLEANUP_DELETE_COMPUTE_DOMAINS",
+                &o->cleanup.delete_compute_domains,
+                "Delete every ComputeDomain of the cluster and wait until the running controller "
+                "has finalized them. Default false: release them instead (stop the controller, "
+                "remove the driver's objects, node labels and finalizer of each domain, and leave "
+                "the domain objects).");
+  flags.AddString("controller-deployment", "CONTROLLER_DEPLOYMENT",
+                  &o->cleanup.controller_deployment,
+                  "The controller's Deployment in --namespace, scaled to 0 before the "
+                  "ComputeDomains are released (empty: nothing is stopped).");
   flags
       .AddString("only-namespace", "CLEANUP_ONLY_NAMESPACE", &o->cleanup.only_namespace,
                  "Tests only: delete only the ComputeDomains of this namespace.")
@@ -137,6 +349,10 @@ void AddCleanupFlags(Flags& flags, CleanupProcessOptions* o) {
 }
 
 absl::Status RunCleanup(CleanupProcessOptions o, SignalHandler* signals) {
+  if (o.cleanup.driver_namespace.empty()) {
+    return absl::InvalidArgumentError(
+        "--namespace (env NAMESPACE) is empty; give the driver's namespace (the chart sets it)");
+  }
   if (o.cleanup.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--timeout (env CLEANUP_TIMEOUT): ", absl::FormatDuration(o.cleanup.timeout),
@@ -147,7 +363,15 @@ absl::Status RunCleanup(CleanupProcessOptions o, SignalHandler* signals) {
       std::unique_ptr<k8s::Client> client,
       k8s::Client::Create(rest, internal::ClientOptionsFor(o.kube_api_qps, o.kube_api_burst)));
   o.cleanup.stopped = [signals] { return signals->ShutdownRequested(); };
-  return DeleteAllComputeDomains(client.get(), o.cleanup);
+  const absl::Time start = absl::Now();
+  RETURN_IF_ERROR(o.cleanup.delete_compute_domains
+                      ? DeleteAllComputeDomains(client.get(), o.cleanup)
+                      : ReleaseAllComputeDomains(client.get(), o.cleanup));
+  // Not a failure: the domains are done; what a pod that cannot go leaves is on its node.
+  if (absl::Status s = WaitForDaemonPodsGone(client.get(), o.cleanup, start); !s.ok()) {
+    DRA_WARNING("the IMEX daemon pods did not all go", "err", s);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dra::cdcontroller
