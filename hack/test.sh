@@ -9,8 +9,8 @@
 #     `default` build of what the cluster steps need (target cluster-deps: product binaries,
 #     hardware doubles, integration tests); the local cluster; the integration tests; the
 #     end-to-end scenarios; then, once the background lane is done, the unit tests and fuzzing.
-#   background (SCHED_IDLE + nice 19: it only gets CPU the foreground leaves idle, so the
-#     timing of the cluster tests is not disturbed):
+#   background (its own session and autogroup at nice 19, SCHED_IDLE: it only gets CPU the
+#     foreground and the cluster leave idle, so the timing of the cluster tests is not disturbed):
 #     the `check` build (clang: ASan + UBSan, -Wthread-safety as errors, the libFuzzer targets)
 #     and clang-tidy (hack/static-checks.sh).
 #
@@ -135,7 +135,7 @@ cleanup() {
   local code=$?
   [[ -z ${go_pid:-} ]] || kill "$go_pid" 2>/dev/null || true
   if [[ -n $bg_pid ]] && kill -0 "$bg_pid" 2>/dev/null; then
-    # Its own process group (set -m below): the build and clang-tidy under it go too.
+    # Its own process group (the setsid below): the build and clang-tidy under it go too.
     kill -- "-$bg_pid" 2>/dev/null || true
     wait "$bg_pid" 2>/dev/null || true
   fi
@@ -203,10 +203,14 @@ if ((run_checks)); then
   else
     checks=(bash -c 'cmake --preset check >/dev/null && cmake --build --preset check -j "$1"' _ "$JOBS")
   fi
-  set -m
-  chrt --idle 0 nice -n 19 "${checks[@]}" >"$static_log" 2>&1 &
+  # Its own session, so its own scheduler autogroup, at nice 19: with autogroups (the kernel's
+  # default where sched_autogroup_enabled is 1), nice and SCHED_IDLE only rank processes within one
+  # session, and the cluster's daemons (each started in a session of its own) would otherwise share
+  # the CPU equally with this lane instead of coming first. The session leader is also the
+  # process group that cleanup stops.
+  setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec chrt --idle 0 nice -n 19 "$@"' \
+    _ "${checks[@]}" >"$static_log" 2>&1 &
   bg_pid=$!
-  set +m
   bg_start=$SECONDS
 fi
 
