@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
       .Required();
   flags.AddString("namespace", "NAMESPACE", &c.namespace_name,
                   "The driver's namespace, where the ComputeDomainClique objects live.");
+  flags.AddString("daemonset-name", "DAEMONSET_NAME", &c.daemonset_name,
+                  "This plugin's DaemonSet in --namespace. When it is deleted (helm uninstall), "
+                  "the plugin removes its files at shutdown: its CDI specs and its plugin "
+                  "directory, unless a claim is still prepared. Empty: it never does.");
   flags.AddString("cdi-root", "CDI_ROOT", &c.cdi_root,
                   "Directory for the generated CDI specs (created 0750 if missing).");
   flags

@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
       .Required();
   flags.AddString("namespace", "NAMESPACE", &c.namespace_name,
                   "Namespace for MPS control-daemon Deployments.");
+  flags.AddString("daemonset-name", "DAEMONSET_NAME", &c.daemonset_name,
+                  "This plugin's DaemonSet in --namespace. When it is deleted (helm uninstall), "
+                  "the plugin removes its files at shutdown: its CDI specs and its plugin "
+                  "directory, unless a claim is still prepared. Empty: it never does.");
   flags.AddString("image-name", "IMAGE_NAME", &c.image_name,
                   "Image of the MPS control-daemon pods (the plugin's own image in the Helm "
                   "chart). Required when the feature gate MPSSupport is enabled; unused without "

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/api/driver_gates.h"
 #include "lib/cdi/version.h"
 #include "lib/cdplugin/cdi_specs.h"
@@ -13,6 +14,7 @@
 #include "lib/cdplugin/domain_api.h"
 #include "lib/cdplugin/driver.h"
 #include "lib/cdplugin/host_imex.h"
+#include "lib/cdplugin/prepared_claim.h"
 #include "lib/cdplugin/slices.h"
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/atomic_file.h"
@@ -28,6 +30,7 @@
 #include "lib/kubeletplugin/claim_source.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
+#include "lib/kubeletplugin/uninstall.h"
 #include "lib/metrics/http_server.h"
 #include "lib/metrics/metrics_endpoint.h"
 #include "lib/nvml/nvml.h"
@@ -67,6 +70,7 @@ struct PluginApp::Parts {
   std::unique_ptr<metrics::HttpServer> http;
   std::unique_ptr<gpu::HealthServer> health;
   std::unique_ptr<Cleanup> cleanup;
+  std::unique_ptr<kubeletplugin::UninstallWatch> uninstall;
   bool clique_labelled = false;
   std::atomic<bool> stopping{false};
   std::thread cleaner;
@@ -110,7 +114,48 @@ void PluginApp::Stop() {
     }
   }
   if (p.domains) p.domains->Stop();
+  RemoveFilesIfUninstalled();
+  if (p.uninstall) p.uninstall->Stop();
   if (p.http) p.http->Stop();
+}
+
+void PluginApp::RemoveFilesIfUninstalled() {
+  Parts& p = *parts_;
+  if (!p.uninstall || !p.uninstall->DaemonSetDeleted()) return;
+  // A claim still prepared (a pod on this node that still runs) keeps the checkpoint and its CDI
+  // spec: a driver installed again unprepares it. Aborted records hold nothing.
+  std::vector<std::string> in_use;
+  if (p.checkpoint) {
+    absl::StatusOr<checkpoint::ClaimMap> claims = p.checkpoint->List();
+    if (!claims.ok()) {
+      DRA_WARNING("the driver was uninstalled but its checkpoint cannot be read; its files stay",
+                  "err", claims.status());
+      return;
+    }
+    for (const auto& [uid, c] : *claims) {
+      absl::StatusOr<ClaimRecord> r = DecodeRecord(c);
+      if (r.ok() && r->phase == Phase::kAborted) continue;
+      in_use.push_back(absl::StrCat(c.namespace_name, "/", c.name, " (", uid, ")"));
+    }
+  }
+  if (!in_use.empty()) {
+    DRA_WARNING(
+        "the driver was uninstalled with claims still prepared on this node; its checkpoint and "
+        "CDI specs stay, for a driver installed again to unprepare them",
+        "claims", absl::StrJoin(in_use, ", "));
+    return;
+  }
+  std::vector<std::string> left =
+      kubeletplugin::RemoveDriverFiles({.cdi_root = config_.cdi_root,
+                                        .cdi_prefixes = {absl::StrCat("k8s.", kDriverName, "-")},
+                                        .plugin_dir = p.plugin_dir});
+  if (left.empty()) {
+    DRA_INFO("the driver was uninstalled: removed its CDI specs and its plugin directory",
+             "cdiRoot", config_.cdi_root, "pluginDir", p.plugin_dir);
+  } else {
+    DRA_WARNING("the driver was uninstalled; some of its files could not be removed", "left",
+                absl::StrJoin(left, ", "));
+  }
 }
 
 absl::Status PluginApp::CheckConfig() {
@@ -154,6 +199,10 @@ absl::Status PluginApp::ConnectToApiServer() {
                                               .max_retries = 1,
                                               .request_timeout = absl::Seconds(10)}));
   p.node_ref = {.kind = "Node", .name = config_.node_name};
+  if (!config_.daemonset_name.empty()) {
+    p.uninstall = std::make_unique<kubeletplugin::UninstallWatch>(
+        p.client.get(), config_.namespace_name, config_.daemonset_name);
+  }
   p.driver_metrics =
       std::make_unique<gpu::DriverMetrics>(&p.registry, kDriverName, config_.node_name);
   p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",

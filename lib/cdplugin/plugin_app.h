@@ -36,6 +36,9 @@ inline constexpr char kGpuCliqueLabel[] = "nvidia.com/gpu.clique";
 struct PluginConfig {
   std::string node_name;
   std::string namespace_name = "default";  // the driver namespace (ComputeDomainCliques)
+  // The plugins' DaemonSet in namespace_name: deleted (helm uninstall), the plugin removes its
+  // files at shutdown (lib/kubeletplugin/uninstall.h). Empty: it never does.
+  std::string daemonset_name;
   std::string cdi_root = "/etc/cdi";
   std::string nvidia_driver_root = "/";                // host view
   std::string container_driver_root = "/driver-root";  // plugin view
@@ -66,7 +69,9 @@ class PluginApp {
   static absl::StatusOr<std::unique_ptr<PluginApp>> Start(const PluginConfig& config,
                                                           SignalHandler* signals);
   // Idempotent: health port, kubelet servers (sockets removed), publisher, cleanup thread,
-  // informer, HTTP server; removes the nvidia.com/gpu.clique label when it set it.
+  // informer, HTTP server; removes the nvidia.com/gpu.clique label when it set it. When the
+  // plugins' DaemonSet was deleted (an uninstall) and no claim is prepared, removes the driver's
+  // files: its CDI specs (the base spec too) and its plugin directory.
   void Stop();
   ~PluginApp();
 
@@ -88,6 +93,7 @@ class PluginApp {
   void LabelGpuClique();
   void RefreshCliqueId();  // each cleanup pass: a new non-empty clique ID is adopted
   void StartCleanup();
+  void RemoveFilesIfUninstalled();
 
   const PluginConfig& config_;
   SignalHandler* const signals_;

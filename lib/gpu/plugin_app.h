@@ -24,6 +24,9 @@ namespace dra::gpu {
 struct PluginConfig {
   std::string node_name;
   std::string namespace_name = "default";
+  // The plugins' DaemonSet in namespace_name: deleted (helm uninstall), the plugin removes its
+  // files at shutdown (lib/kubeletplugin/uninstall.h). Empty: it never does.
+  std::string daemonset_name;
   std::string cdi_root = "/etc/cdi";
   std::string nvidia_driver_root = "/";                // host view
   std::string container_driver_root = "/driver-root";  // plugin view
@@ -86,7 +89,8 @@ class PluginApp {
                                                           SignalHandler* signals);
   // Idempotent: the gRPC health port, the NVML health monitor, the kubelet servers (their sockets
   // removed, so the kubelet sees the plugin leave), the slice publisher, the cleanup thread, the
-  // HTTP server.
+  // HTTP server. When the plugins' DaemonSet was deleted (an uninstall) and no claim is prepared,
+  // removes the driver's files: its CDI specs and its plugin directory.
   void Stop();
   ~PluginApp();
 
@@ -110,6 +114,7 @@ class PluginApp {
   void StartHealthMonitor();              // 9: gate NVMLDeviceHealthCheck
   absl::Status ServeHttpAndHealthPort();  // 10: /metrics, /healthz, gRPC health port
   void StartCleanup();                    // 10: the cleanup thread
+  void RemoveFilesIfUninstalled();        // in Stop
   // Part of 3 (gate FabricManagerPartitioning, a fabric under --host-root): the FM library, its
   // partitions, and the partition attributes of the inventory (fabric_step.h).
   absl::Status SetUpFabricManager();

@@ -49,6 +49,7 @@
 #include "lib/kubeletplugin/claim_source.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
+#include "lib/kubeletplugin/uninstall.h"
 #include "lib/metrics/http_server.h"
 #include "lib/metrics/metrics_endpoint.h"
 #include "lib/nvml/nvml.h"
@@ -118,6 +119,7 @@ struct PluginApp::Parts {
   std::unique_ptr<HealthServer> health;
   std::unique_ptr<Cleanup> cleanup;
   std::thread cleaner;
+  std::unique_ptr<kubeletplugin::UninstallWatch> uninstall;  // --daemonset-name set
 
   // The slices to publish: the inventory's devices, with the taints their health implies.
   kubeletplugin::DriverResources DesiredResources(const std::string& node_name) const {
