@@ -5,8 +5,9 @@
 # hack/cluster/helm-values.yaml, docs/helm.md); this file checks the release itself: the DaemonSet
 # pods on every node, the chart's objects, a rolling
 # `helm upgrade` to another image tag under load, and `helm uninstall`, whose pre-delete hook
-# finalizes a ComputeDomain first and which leaves nothing behind. It ends with the driver uninstalled, so run.sh runs it last (a following run.sh
-# installs it again).
+# releases the ComputeDomains (or, with controller.uninstallCleanup.deleteComputeDomains, deletes
+# them) and which leaves nothing behind, on any node either. It ends with the driver uninstalled,
+# so run.sh runs it last (a following run.sh installs it again).
 #
 # helm-driver.sh prepare-nodes made each node's mock driver root under its state folder and
 # bind-mounted it at /run/nvidia/driver inside that node's mount namespace only: one
@@ -181,46 +182,91 @@ watch_plugins() {
   wait_for 60 "CDI spec of claim $uid removed" test ! -e "$(cdi_spec "$GPU_NODE" "$uid")"
 }
 
-@test "helm uninstall finalizes the ComputeDomains first and leaves no plugin pod, ResourceSlice, socket, DeviceClass or RBAC object" {
-  local n left cd_ns=e2e-helm-cd-$RANDOM$RANDOM
-  # A ComputeDomain the controller holds with its finalizer: without the chart's pre-delete hook
-  # (compute-domain-controller cleanup) it would keep the finalizer after the controller is gone,
-  # and its namespace would never finish terminating.
-  kubectl create namespace "$cd_ns" >/dev/null
-  kubectl -n "$cd_ns" apply -f - >/dev/null <<EOF
+# A ComputeDomain in a namespace of its own, once the controller holds it with its finalizer and
+# has made its channel template. Prints the namespace.
+held_domain() { # <name>
+  local ns=e2e-helm-cd-$RANDOM$RANDOM
+  kubectl create namespace "$ns" >/dev/null
+  kubectl -n "$ns" apply -f - >/dev/null <<EOF
 apiVersion: resource.nvidia.com/v1beta1
 kind: ComputeDomain
-metadata: {name: held}
+metadata: {name: $1}
 spec:
   numNodes: 0
-  channel: {resourceClaimTemplate: {name: held-channel}}
+  channel: {resourceClaimTemplate: {name: $1-channel}}
 EOF
-  wait_for 60 "the controller's finalizer on the ComputeDomain" eval \
-    '[[ $(kubectl -n $cd_ns get computedomain held -o jsonpath="{.metadata.finalizers}") == *resource.nvidia.com/computeDomain* ]]'
-  wait_for 60 "the ComputeDomain's channel template" kubectl -n "$cd_ns" get resourceclaimtemplate held-channel
-  # Above the hook's own limit (controller.uninstallCleanup.timeout, 4m), so that a domain left is
-  # reported by the hook's Job rather than by Helm's timeout.
-  helm -n "$DRIVER_NS" uninstall "$RELEASE" --wait --timeout 5m >&3
-  # The hook deleted it and the controller finalized it (its template gone too) before the
-  # controller itself went; the namespace goes at once.
-  run kubectl -n "$cd_ns" get computedomain held
-  [[ $status -ne 0 && $output == *NotFound* ]]
-  run kubectl -n "$cd_ns" get resourceclaimtemplate held-channel
-  [[ $status -ne 0 && $output == *NotFound* ]]
-  kubectl delete namespace "$cd_ns" --wait=true --timeout=60s >/dev/null
+  wait_for 60 "the controller's finalizer on ComputeDomain $ns/$1" eval \
+    '[[ $(kubectl -n $ns get computedomain $1 -o jsonpath="{.metadata.finalizers}") == *resource.nvidia.com/computeDomain* ]]' >&2
+  wait_for 60 "the channel template of ComputeDomain $ns/$1" kubectl -n "$ns" get resourceclaimtemplate "$1-channel" >&2
+  echo "$ns"
+}
+
+# Every file either driver wrote on node <name> that is still there: CDI specs (claim specs, the
+# compute-domain base spec, device-metadata specs) in both CDI directories, the plugin
+# directories (checkpoints, sockets, IMEX daemon directories) and registration sockets.
+driver_files_left() {
+  local i kubelet
+  i=$(node_idx "$1")
+  kubelet=$(node_var "$i" KUBELET_DIR)
+  find "$(node_var "$i" CDI_STATIC_DIR)" "$(node_var "$i" CDI_DYNAMIC_DIR)" -maxdepth 1 \
+    \( -name 'k8s.gpu.nvidia.com-*' -o -name 'gpu.nvidia.com_*' -o -name 'k8s.compute-domain.nvidia.com-*' \) 2>/dev/null
+  find "$kubelet/plugins/gpu.nvidia.com" "$kubelet/plugins/compute-domain.nvidia.com" 2>/dev/null
+  find "$kubelet/plugins_registry" -maxdepth 1 \( -name 'gpu.nvidia.com*' -o -name 'compute-domain.nvidia.com*' \) 2>/dev/null
+  return 0
+}
+
+# After an uninstall: no plugin pod, slice, file on any node, or object of the release.
+assert_nothing_left() {
+  local n left
   wait_for 60 "plugin pods gone" eval '[[ -z $(plugin_pods -o name 2>/dev/null) ]]'
   # The kubelet removes a driver's slices 30 s after the driver unregistered.
   wait_for 90 "gpu.nvidia.com ResourceSlices gone" eval \
     '[[ -z $(kubectl get resourceslices --field-selector spec.driver=$DRIVER -o name) ]]'
   for n in $(nodes); do
-    left=$(find "$(node_var "$(node_idx "$n")" KUBELET_DIR)/plugins_registry" "$(node_var "$(node_idx "$n")" KUBELET_DIR)/plugins/$DRIVER" \
-      -maxdepth 1 -name '*.sock' 2>/dev/null)
-    [[ -z $left ]] || { echo "sockets left on $n: $left"; false; }
-    [[ -z $(cdi_specs "$n") ]] || { echo "CDI specs left on $n:"; cdi_specs "$n"; false; }
+    left=$(driver_files_left "$n")
+    [[ -z $left ]] || { echo "files of the driver left on $n:"; echo "$left"; false; }
   done
   left=$(kubectl get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deviceclasses \
     -l app.kubernetes.io/instance=$RELEASE -o name)
-  # The hook's Job, ServiceAccount and ClusterRole(Binding) too (hook-delete-policy hook-succeeded).
-  left+=$(kubectl get roles,rolebindings,serviceaccounts,daemonsets,jobs -A -l app.kubernetes.io/instance=$RELEASE -o name)
+  # The hook's Job, ServiceAccount, ClusterRole(Binding) and Role(Binding) too
+  # (hook-delete-policy hook-succeeded).
+  left+=$(kubectl get roles,rolebindings,serviceaccounts,daemonsets,deployments,jobs -A -l app.kubernetes.io/instance=$RELEASE -o name)
   [[ -z $left ]] || { echo "left behind: $left"; false; }
+}
+
+@test "helm uninstall releases the ComputeDomains (they stay, without finalizer) and leaves no plugin pod, ResourceSlice, file on any node, DeviceClass or RBAC object" {
+  local cd_ns
+  # A ComputeDomain the controller holds with its finalizer: without the chart's pre-delete hook
+  # (compute-domain-controller cleanup) it would keep the finalizer after the controller is gone,
+  # and its namespace would never finish terminating. It is the user's: it stays.
+  cd_ns=$(held_domain kept)
+  # Above the hook's own limit (controller.uninstallCleanup.timeout, 4m), so that a domain left is
+  # reported by the hook's Job rather than by Helm's timeout.
+  helm -n "$DRIVER_NS" uninstall "$RELEASE" --wait --timeout 5m >&3
+  # The hook stopped the controller and removed what it made (the channel template, the
+  # finalizer); the ComputeDomain itself is there, not being deleted.
+  run kubectl -n "$cd_ns" get computedomain kept -o json
+  [[ $status -eq 0 ]] || { echo "$output"; false; }
+  [[ $(jq -c '[.metadata.finalizers // [], .metadata.deletionTimestamp // null]' <<<"$output") == '[[],null]' ]] ||
+    { echo "ComputeDomain $cd_ns/kept: $(jq -c .metadata <<<"$output")"; false; }
+  run kubectl -n "$cd_ns" get resourceclaimtemplate kept-channel
+  [[ $status -ne 0 && $output == *NotFound* ]]
+  # Without the finalizer the namespace goes at once, the domain with it.
+  kubectl delete namespace "$cd_ns" --wait=true --timeout=60s >/dev/null
+  assert_nothing_left
+}
+
+@test "helm uninstall with controller.uninstallCleanup.deleteComputeDomains deletes every ComputeDomain first" {
+  local cd_ns
+  "$REPO_ROOT/hack/cluster/helm-driver.sh" install --set controller.uninstallCleanup.deleteComputeDomains=true >&3 2>&1
+  cd_ns=$(held_domain doomed)
+  helm -n "$DRIVER_NS" uninstall "$RELEASE" --wait --timeout 5m >&3
+  # The hook deleted it and the controller finalized it (its template gone too) before the
+  # controller itself went.
+  run kubectl -n "$cd_ns" get computedomain doomed
+  [[ $status -ne 0 && $output == *NotFound* ]]
+  run kubectl -n "$cd_ns" get resourceclaimtemplate doomed-channel
+  [[ $status -ne 0 && $output == *NotFound* ]]
+  kubectl delete namespace "$cd_ns" --wait=true --timeout=60s >/dev/null
+  assert_nothing_left
 }
