@@ -71,6 +71,15 @@ void Client::WaitForToken() {
 }
 
 absl::StatusOr<nlohmann::json> Client::Call(HttpRequest request, absl::string_view what) {
+  std::string w(what);
+  ASSIGN_OR_RETURN(std::string body, CallBody(std::move(request), w));
+  if (body.empty()) return nlohmann::json::object();
+  absl::StatusOr<nlohmann::json> j = json_access::Parse(body);
+  if (!j.ok()) return absl::InternalError(absl::StrCat(w, ": response: ", j.status().message()));
+  return j;
+}
+
+absl::StatusOr<std::string> Client::CallBody(HttpRequest request, absl::string_view what) {
   request.timeout = options_.request_timeout;
   request.max_body_bytes = options_.max_body_bytes;
   Backoff backoff(options_.retry_backoff);
@@ -78,14 +87,7 @@ absl::StatusOr<nlohmann::json> Client::Call(HttpRequest request, absl::string_vi
     WaitForToken();
     auto response = transport_->Do(request);
     if (!response.ok()) return Annotate(response.status(), what);
-    if (response->code >= 200 && response->code < 300) {
-      if (response->body.empty()) return nlohmann::json::object();
-      absl::StatusOr<nlohmann::json> j = json_access::Parse(response->body);
-      if (!j.ok()) {
-        return absl::InternalError(absl::StrCat(what, ": response: ", j.status().message()));
-      }
-      return j;
-    }
+    if (response->code >= 200 && response->code < 300) return std::move(response->body);
     absl::Status s = StatusFromHttp(response->code, response->body, response->retry_after, what);
     if (response->code == 401 && !transport_->credential_hint().empty()) {
       s = absl::Status(s.code(), absl::StrCat(s.message(), ": ", transport_->credential_hint(),
@@ -119,7 +121,7 @@ absl::StatusOr<nlohmann::json> Client::Get(const ResourceInfo& r, absl::string_v
               Describe("get", r, ns, name));
 }
 
-absl::StatusOr<nlohmann::json> Client::List(const ResourceInfo& r, absl::string_view ns,
+absl::StatusOr<ListPage> Client::ListPageOf(const ResourceInfo& r, absl::string_view ns,
                                             const ListOptions& o) {
   std::string q;
   AddQueryParam(q, "labelSelector", o.label_selector);
@@ -127,28 +129,46 @@ absl::StatusOr<nlohmann::json> Client::List(const ResourceInfo& r, absl::string_
   if (o.limit > 0) AddQueryParam(q, "limit", absl::StrCat(o.limit));
   AddQueryParam(q, "continue", o.continue_token);
   AddQueryParam(q, "resourceVersion", o.resource_version);
-  return Call({.method = "GET", .path_and_query = ResourcePath(r, ns) + q},
-              Describe("list", r, ns, ""));
+  const std::string what = Describe("list", r, ns, "");
+  ASSIGN_OR_RETURN(std::string body,
+                   CallBody({.method = "GET", .path_and_query = ResourcePath(r, ns) + q}, what));
+  absl::StatusOr<ListPage> page = ParseListPage(body);
+  // A malformed page fails this list (the caller retries or reports it), never the process.
+  if (!page.ok()) return Annotate(page.status(), absl::StrCat(what, ": response"));
+  return page;
+}
+
+absl::StatusOr<ListPage> Client::ListAllOf(const ResourceInfo& r, absl::string_view ns,
+                                           ListOptions options) {
+  ListPage all;
+  do {
+    ASSIGN_OR_RETURN(ListPage page, ListPageOf(r, ns, options));
+    for (nlohmann::json& item : page.items) all.items.push_back(std::move(item));
+    for (UndecodableObject& u : page.undecodable) all.undecodable.push_back(std::move(u));
+    all.resource_version = std::move(page.resource_version);
+    options.continue_token = std::move(page.continue_token);
+    // Later pages are served from the snapshot the continue token names.
+    options.resource_version.clear();
+  } while (!options.continue_token.empty());
+  return all;
+}
+
+absl::StatusOr<nlohmann::json> Client::List(const ResourceInfo& r, absl::string_view ns,
+                                            const ListOptions& o) {
+  ASSIGN_OR_RETURN(ListPage page, ListPageOf(r, ns, o));
+  for (const UndecodableObject& u : page.undecodable) ReportUndecodable(r, u);
+  nlohmann::json meta = nlohmann::json::object();
+  if (!page.resource_version.empty()) meta["resourceVersion"] = page.resource_version;
+  if (!page.continue_token.empty()) meta["continue"] = page.continue_token;
+  return nlohmann::json{{"items", std::move(page.items)}, {"metadata", std::move(meta)}};
 }
 
 absl::StatusOr<nlohmann::json> Client::ListAll(const ResourceInfo& r, absl::string_view ns,
                                                ListOptions options) {
-  nlohmann::json items = nlohmann::json::array();
-  std::string rv;
-  do {
-    ASSIGN_OR_RETURN(nlohmann::json json, List(r, ns, options));
-    absl::StatusOr<ListPage> page = DecodeListPage(std::move(json));
-    if (!page.ok()) {
-      // A malformed page fails this list (the caller retries or reports it), never the process.
-      return Annotate(page.status(), absl::StrCat(Describe("list", r, ns, ""), ": response"));
-    }
-    for (nlohmann::json& item : page->items) items.push_back(std::move(item));
-    rv = std::move(page->resource_version);
-    options.continue_token = std::move(page->continue_token);
-    // Later pages are served from the snapshot the continue token names.
-    options.resource_version.clear();
-  } while (!options.continue_token.empty());
-  return nlohmann::json{{"items", std::move(items)}, {"metadata", {{"resourceVersion", rv}}}};
+  ASSIGN_OR_RETURN(ListPage all, ListAllOf(r, ns, std::move(options)));
+  for (const UndecodableObject& u : all.undecodable) ReportUndecodable(r, u);
+  return nlohmann::json{{"items", std::move(all.items)},
+                        {"metadata", {{"resourceVersion", all.resource_version}}}};
 }
 
 absl::StatusOr<nlohmann::json> Client::Create(const ResourceInfo& r, absl::string_view ns,

@@ -87,11 +87,29 @@ struct WatchOptions {
   int64_t timeout_seconds = 300;  // the server ends the watch after this; the caller re-watches
 };
 
+// An object the API server holds that the client cannot read whole: nested deeper than
+// json_access::kMaxDepth (512), which the API server accepts (up to its own limit, about 10,000
+// levels), e.g. in a claim's opaque driver parameters. Lists and watches deliver its identity
+// instead of failing, so that one such object never stalls them (docs/architecture.md, "No object
+// stalls a component").
+struct UndecodableObject {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  std::string reason;  // "nested deeper than 512 levels"
+};
+
 struct WatchEvent {
   enum class Type { kAdded, kModified, kDeleted, kBookmark };
   Type type;
   nlohmann::json object;
+  // Set when the object cannot be read whole: `object` then holds only its identity
+  // ({"metadata": {namespace, name, uid, resourceVersion}}) and must not be decoded as its kind.
+  std::optional<UndecodableObject> undecodable;
 };
+
+struct ListPage;  // wire_decode.h
 
 class Client {
  public:
@@ -101,12 +119,21 @@ class Client {
   // `ns` is ignored for cluster-scoped kinds. `subresource` e.g. "status".
   absl::StatusOr<nlohmann::json> Get(const ResourceInfo& r, absl::string_view ns,
                                      absl::string_view name);
-  // One page. The returned list's metadata.continue is set when more pages exist.
+  // One page. The returned list's metadata.continue is set when more pages exist. Objects that
+  // cannot be read whole (UndecodableObject) are left out of "items", logged and counted
+  // (ReportUndecodable); ListPageOf returns them.
   absl::StatusOr<nlohmann::json> List(const ResourceInfo& r, absl::string_view ns,
                                       const ListOptions& options = {});
-  // All pages (following continue tokens); returns {"items":[...], "metadata":{resourceVersion}}.
+  // All pages (following continue tokens); returns {"items":[...], "metadata":{resourceVersion}},
+  // leaving out objects that cannot be read whole as List does; ListAllOf returns them.
   absl::StatusOr<nlohmann::json> ListAll(const ResourceInfo& r, absl::string_view ns,
                                          ListOptions options = {});
+  // List and ListAll, typed (include lib/k8s/wire_decode.h): objects that cannot be read whole
+  // are in ListPage::undecodable, not in `items`. ListAllOf's continue_token is empty.
+  absl::StatusOr<ListPage> ListPageOf(const ResourceInfo& r, absl::string_view ns,
+                                      const ListOptions& options = {});
+  absl::StatusOr<ListPage> ListAllOf(const ResourceInfo& r, absl::string_view ns,
+                                     ListOptions options = {});
   absl::StatusOr<nlohmann::json> Create(const ResourceInfo& r, absl::string_view ns,
                                         const nlohmann::json& object);
   // PUT; the object's metadata.resourceVersion (if set) is the optimistic-concurrency precondition.
@@ -154,6 +181,8 @@ class Client {
   Client(std::unique_ptr<HttpTransport> transport, ClientOptions options);
   // Rate-limits, sends, retries 429/Retry-After, and maps non-2xx answers to errors.
   absl::StatusOr<nlohmann::json> Call(HttpRequest request, absl::string_view what);
+  // Call, returning the 2xx answer's body unparsed.
+  absl::StatusOr<std::string> CallBody(HttpRequest request, absl::string_view what);
   void WaitForToken();
 
   std::unique_ptr<HttpTransport> transport_;

@@ -8,8 +8,19 @@
 // objects that appeared are Added, changed ones (by resourceVersion) Updated, vanished ones
 // Deleted, so an API server restart or a compacted history neither loses nor repeats an object.
 //
+// An object that does not decode (nested deeper than the client reads, UndecodableObject, or not
+// of its kind's shape, T::FromJson) is skipped, never a reason to stop: it is reported once per
+// version (ReportUndecodable: a warning and nvidia_dra_undecodable_objects_total{resource}), and
+// the cache keeps the last version of that object it could decode, unchanged and without an
+// event, or nothing when it never had one. Its deletion still applies (by the identity the
+// event carries), a relist keeps that last version while the object is listed, and a later
+// version that decodes replaces it as usual. Every other object stays current.
+//
 // Thread-safety: AddHandlers/AddIndex before Start(); everything else from any thread.
 
+#include <atomic>
+#include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,6 +38,7 @@
 #include "absl/synchronization/notification.h"
 #include "lib/common/log.h"
 #include "lib/k8s/reflector.h"
+#include "lib/k8s/wire_decode.h"
 
 namespace dra::k8s {
 
@@ -46,9 +58,13 @@ class Informer {
            absl::Duration resync = absl::ZeroDuration())
       : resync_(resync),
         reflector_(client, T::kResource, std::move(ns), std::move(selectors),
-                   Reflector::Sink{
-                       [this](std::vector<nlohmann::json>&& items) { Replace(std::move(items)); },
-                       [this](WatchEvent&& e) { Apply(std::move(e)); }}) {}
+                   Reflector::Sink{.replace = {},
+                                   .event = [this](WatchEvent&& e) { Apply(std::move(e)); },
+                                   .replace_all =
+                                       [this](std::vector<nlohmann::json>&& items,
+                                              std::vector<UndecodableObject>&& undecodable) {
+                                         Replace(std::move(items), undecodable);
+                                       }}) {}
   ~Informer() { Stop(); }
   Informer(const Informer&) = delete;
   Informer& operator=(const Informer&) = delete;
@@ -109,16 +125,22 @@ class Informer {
   }
 
   const Reflector& reflector() const { return reflector_; }
+  // Handler calls that threw (each one logged), since Start.
+  int64_t handler_exceptions() const { return handler_exceptions_.load(); }
 
  private:
+  // The typed object, or null when `j` does not decode (reported once per version).
   Ptr Decode(const nlohmann::json& j) {
     auto obj = T::FromJson(j);
     if (!obj.ok()) {
-      DRA_WARNING("skipping object that does not decode", "kind", T::kResource.kind, "err",
-                  obj.status());
+      ReportUndecodable(T::kResource, IdentityOf(j, std::string(obj.status().message())));
       return nullptr;
     }
     return std::make_shared<const T>(std::move(*obj));
+  }
+  // The cache key of an object known only by its identity.
+  static std::string KeyOfIdentity(const nlohmann::json& j) {
+    return ::dra::k8s::KeyOf(IdentityOf(j, ""));
   }
 
   // REQUIRES: mu_ held. Stores `obj` under `key` and updates the indices; returns the old value.
@@ -151,24 +173,43 @@ class Informer {
   void Notify(const Ptr& old_obj, const Ptr& new_obj) {
     absl::MutexLock lock(&notify_mu_);  // resync and watch events never overlap in handlers
     for (const Handlers& h : handlers_) {
-      if (old_obj && new_obj) {
-        if (h.on_update) h.on_update(old_obj, new_obj);
-      } else if (new_obj) {
-        if (h.on_add) h.on_add(new_obj);
-      } else if (old_obj) {
-        if (h.on_delete) h.on_delete(old_obj);
+      // A handler that throws loses that one event (logged, counted), never the informer's
+      // thread: the next event and the next resync reach it as usual.
+      try {
+        if (old_obj && new_obj) {
+          if (h.on_update) h.on_update(old_obj, new_obj);
+        } else if (new_obj) {
+          if (h.on_add) h.on_add(new_obj);
+        } else if (old_obj) {
+          if (h.on_delete) h.on_delete(old_obj);
+        }
+      } catch (const std::exception& e) {
+        ++handler_exceptions_;
+        DRA_WARNING("informer event handler threw; event lost for that handler", "kind",
+                    T::kResource.kind, "object", KeyOf(new_obj ? *new_obj : *old_obj), "err",
+                    e.what());
+      } catch (...) {
+        ++handler_exceptions_;
+        DRA_WARNING("informer event handler threw a non-standard exception", "kind",
+                    T::kResource.kind, "object", KeyOf(new_obj ? *new_obj : *old_obj));
       }
     }
   }
 
-  void Replace(std::vector<nlohmann::json>&& items) {
+  void Replace(std::vector<nlohmann::json>&& items,
+               const std::vector<UndecodableObject>& undecodable) {
     std::vector<std::pair<Ptr, Ptr>> changes;  // (old, new)
     {
       absl::MutexLock lock(&mu_);
+      // Listed but not decodable: the last decodable version stays (see the file comment).
       std::set<std::string> seen;
+      for (const UndecodableObject& u : undecodable) seen.insert(::dra::k8s::KeyOf(u));
       for (const nlohmann::json& j : items) {
         Ptr obj = Decode(j);
-        if (!obj) continue;
+        if (!obj) {
+          seen.insert(KeyOfIdentity(j));
+          continue;
+        }
         std::string key = KeyOf(*obj);
         seen.insert(key);
         auto it = items_.find(key);
@@ -190,16 +231,24 @@ class Informer {
   }
 
   void Apply(WatchEvent&& e) {
-    Ptr obj = Decode(e.object);
-    if (!obj) return;
-    std::string key = KeyOf(*obj);
+    Ptr obj;
+    std::string key;
+    if (e.type == WatchEvent::Type::kDeleted) {
+      // By identity: a deleted object need not decode to be removed.
+      key = e.undecodable ? ::dra::k8s::KeyOf(*e.undecodable) : KeyOfIdentity(e.object);
+    } else {
+      // Not decodable: the last decodable version stays (see the file comment).
+      if (e.undecodable) return;
+      obj = Decode(e.object);
+      if (!obj) return;
+      key = KeyOf(*obj);
+    }
     Ptr old;
     {
       absl::MutexLock lock(&mu_);
       if (e.type == WatchEvent::Type::kDeleted) {
         if (!items_.contains(key)) return;  // already gone (e.g. removed by a relist)
         old = StoreLocked(key, nullptr);
-        obj = nullptr;
       } else {
         auto it = items_.find(key);
         if (it != items_.end() &&
@@ -226,6 +275,7 @@ class Informer {
   // index name -> indexed value -> keys
   std::map<std::string, std::map<std::string, std::set<std::string>>> indices_ ABSL_GUARDED_BY(mu_);
 
+  std::atomic<int64_t> handler_exceptions_{0};
   absl::Notification synced_;
   absl::Notification stop_resync_;
   Reflector reflector_;

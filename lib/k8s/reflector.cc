@@ -47,22 +47,20 @@ void Reflector::Run() {
     if (need_list) {
       ListOptions opts = selectors_;
       opts.limit = 500;
-      auto list = client_->ListAll(resource_, ns_, opts);
-      if (!list.ok()) {
-        DRA_WARNING("list failed; retrying", "resource", resource_.plural, "err", list.status());
-        if (!Pause(backoff.Next())) return;
-        continue;
-      }
-      ++lists_;
-      // ListAll answers in its own checked shape; read it without throwing all the same.
-      absl::StatusOr<ListPage> page = DecodeListPage(*std::move(list));
+      absl::StatusOr<ListPage> page = client_->ListAllOf(resource_, ns_, opts);
       if (!page.ok()) {
         DRA_WARNING("list failed; retrying", "resource", resource_.plural, "err", page.status());
         if (!Pause(backoff.Next())) return;
         continue;
       }
+      ++lists_;
       rv = std::move(page->resource_version);
-      sink_.replace(std::move(page->items));
+      for (const UndecodableObject& u : page->undecodable) ReportUndecodable(resource_, u);
+      if (sink_.replace_all) {
+        sink_.replace_all(std::move(page->items), std::move(page->undecodable));
+      } else {
+        sink_.replace(std::move(page->items));
+      }
       need_list = false;
       backoff.Reset();
     }
@@ -79,6 +77,11 @@ void Reflector::Run() {
         [&](WatchEvent&& e) {
           got_event = true;
           std::string event_rv = ResourceVersionOf(e.object);
+          // Passed on all the same: a deletion applies by identity, and the sink decides what a
+          // skipped change means for its cache. A deletion is not a skip: not reported.
+          if (e.undecodable && e.type != WatchEvent::Type::kDeleted) {
+            ReportUndecodable(resource_, *e.undecodable);
+          }
           if (e.type != WatchEvent::Type::kBookmark) sink_.event(std::move(e));
           if (!event_rv.empty()) rv = event_rv;
           return !stopped();

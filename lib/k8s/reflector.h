@@ -8,6 +8,12 @@
 // (history compacted) relists, and the consumer diffs the new list against its cache, so the
 // cache neither loses nor duplicates an object.
 //
+// An object that cannot be read whole (UndecodableObject: nested deeper than the client reads,
+// which the API server accepts) never stops the loop: a list passes on the others, a watch event
+// carries its identity only (WatchEvent::undecodable), the resume point moves past it, and the
+// object is reported once (ReportUndecodable: a warning and
+// nvidia_dra_undecodable_objects_total).
+//
 // Thread-safety: Run() blocks on the calling thread; Stop() may be called from any thread.
 
 #include <atomic>
@@ -26,8 +32,14 @@ class Reflector {
   struct Sink {
     // A full, fresh list of the collection.
     std::function<void(std::vector<nlohmann::json>&& items)> replace;
-    // One watch event (never a bookmark).
+    // One watch event (never a bookmark); WatchEvent::undecodable is set when only the object's
+    // identity could be read.
     std::function<void(WatchEvent&& event)> event;
+    // Optional: called instead of `replace` with the objects of the list that cannot be read
+    // whole, too (they are in none of `items`).
+    std::function<void(std::vector<nlohmann::json>&& items,
+                       std::vector<UndecodableObject>&& undecodable)>
+        replace_all;
   };
 
   Reflector(Client* client, const ResourceInfo& resource, std::string ns, ListOptions selectors,

@@ -3,7 +3,6 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/client.h"
@@ -31,16 +30,17 @@ absl::Status Client::Watch(const ResourceInfo& r, absl::string_view ns, const Wa
   absl::Status event_error;
   // One line: a line that is not JSON ends the watch (the stream's framing is in doubt, and the
   // caller resumes from its last resourceVersion); a JSON line that is not a watch event is
-  // skipped with a warning, so one bad event cannot stall the watch in a resume loop.
+  // skipped with a warning, and an object nested too deep comes as its identity
+  // (WatchEvent::undecodable), so one bad event cannot stall the watch in a resume loop.
   auto on_line = [&](absl::string_view line) -> bool {
-    absl::StatusOr<nlohmann::json> j = json_access::Parse(line);
-    if (!j.ok()) {
-      event_error = absl::InternalError(absl::StrCat(what, ": watch event: ", j.status().message(),
-                                                     ", starting \"",
-                                                     absl::CHexEscape(line.substr(0, 64)), "\""));
+    WatchLineError error = WatchLineError::kEvent;
+    absl::StatusOr<WatchLine> decoded = ParseWatchLine(line, what, &error);
+    if (!decoded.ok() && error == WatchLineError::kNotJson) {
+      event_error = absl::InternalError(
+          absl::StrCat(what, ": watch event: ", decoded.status().message(), ", starting \"",
+                       absl::CHexEscape(line.substr(0, 64)), "\""));
       return false;
     }
-    absl::StatusOr<WatchLine> decoded = DecodeWatchLine(*std::move(j), what);
     if (!decoded.ok()) {
       DRA_WARNING("skipping malformed watch event", "watch", what, "err", decoded.status(), "line",
                   absl::CHexEscape(line.substr(0, 200)));

@@ -9,8 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -26,18 +28,12 @@ class CannedHttpServer {
     std::string extra_headers;  // e.g. "Retry-After: 1\r\n"
   };
 
-  explicit CannedHttpServer(std::vector<Reply> replies) : replies_(std::move(replies)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    (void)::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));  // port 0 on loopback
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    ::listen(fd_, 16);
-    thread_ = std::thread([this] { Serve(); });
+  explicit CannedHttpServer(std::vector<Reply> replies) : replies_(std::move(replies)) { Listen(); }
+  // Answers each request with route(request line), e.g. by path, for clients that send requests
+  // to several URLs in no fixed order.
+  explicit CannedHttpServer(std::function<Reply(const std::string& request_line)> route)
+      : route_(std::move(route)) {
+    Listen();
   }
   ~CannedHttpServer() {
     ::shutdown(fd_, SHUT_RDWR);
@@ -60,6 +56,20 @@ class CannedHttpServer {
   }
 
  private:
+  void Listen() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    (void)::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));  // port 0 on loopback
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    ::listen(fd_, 16);
+    thread_ = std::thread([this] { Serve(); });
+  }
+
   void Serve() {
     size_t next = 0;
     while (true) {
@@ -78,7 +88,8 @@ class CannedHttpServer {
         requests_.emplace_back(in.substr(0, in.find("\r\n")), absl::Now());
         heads_.push_back(in.substr(0, in.find("\r\n\r\n")));
       }
-      const Reply& r = replies_[std::min(next++, replies_.size() - 1)];
+      const Reply r = route_ ? route_(in.substr(0, in.find("\r\n")))
+                             : replies_[std::min(next++, replies_.size() - 1)];
       std::string out = "HTTP/1.1 " + std::to_string(r.code) +
                         " X\r\nContent-Type: " + "application/json\r\nConnection: close\r\n" +
                         r.extra_headers + "Content-Length: " + std::to_string(r.body.size()) +
@@ -90,6 +101,7 @@ class CannedHttpServer {
   }
 
   std::vector<Reply> replies_;
+  std::function<Reply(const std::string&)> route_;
   int fd_ = -1;
   int port_ = 0;
   std::thread thread_;
