@@ -1,11 +1,29 @@
 #include "lib/common/work_queue.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 
 namespace dra {
+namespace {
+
+// Runs `work`; an exception becomes an Internal error naming it (*threw set).
+absl::Status RunCatching(const WorkQueue::Work& work, bool* threw) {
+  try {
+    return work();
+  } catch (const std::exception& e) {
+    *threw = true;
+    return absl::InternalError(absl::StrCat("work item threw: ", e.what()));
+  } catch (...) {
+    *threw = true;
+    return absl::InternalError("work item threw a non-standard exception");
+  }
+}
+
+}  // namespace
 
 WorkQueue::WorkQueue(WorkQueueOptions options, Clock* clock, Backoff::RandomSource random)
     : options_(std::move(options)), clock_(clock), random_(std::move(random)) {
@@ -109,10 +127,15 @@ void WorkQueue::Worker() {
     state.waiting.reset();
     state.running = true;
     ++running_;
-    absl::Status status;
     mu_.Unlock();
-    status = work();
+    bool threw = false;
+    absl::Status status = RunCatching(work, &threw);
+    if (threw) {
+      DRA_WARNING("work item threw; failed, to be retried", "queue", options_.name, "key", key,
+                  "err", status);
+    }
     mu_.Lock();
+    if (threw) ++exceptions_;
     --running_;
     Finish(key, std::move(work), status);
     ++version_;
@@ -158,6 +181,11 @@ size_t WorkQueue::Pending() const {
   size_t n = 0;
   for (const auto& [key, state] : keys_) n += (state.waiting ? 1 : 0) + (state.parked ? 1 : 0);
   return n;
+}
+
+int64_t WorkQueue::Exceptions() const {
+  absl::MutexLock lock(&mu_);
+  return exceptions_;
 }
 
 int WorkQueue::Failures(const std::string& key) const {

@@ -19,6 +19,9 @@
 //   max_delay, scaled by a random factor in [1 - jitter, 1 + jitter]) unless a newer item of the
 //   key arrived meanwhile: then the failed one is dropped and the newer one runs ("latest wins").
 // - Success resets the key's backoff.
+// - A work function that throws fails that item like an error status would (retried after the
+//   key's backoff), logged as a warning and counted (Exceptions()); it never ends a worker, so
+//   one bad object cannot stop a controller.
 // Every enqueue (not the retries) also passes a token bucket over all keys (qps, burst) that
 // delays items when the queue is flooded, like client-go's default controller rate limiter.
 //
@@ -79,6 +82,8 @@ class WorkQueue {
 
   // Items waiting or parked (not running).
   size_t Pending() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Work functions that threw, since the queue was made.
+  int64_t Exceptions() const ABSL_LOCKS_EXCLUDED(mu_);
   // Consecutive failures of `key` (0 when it last succeeded or never ran).
   int Failures(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until no item waits or runs, or `timeout` (real time) passes; returns whether idle.
@@ -122,6 +127,7 @@ class WorkQueue {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;  // bumped whenever a worker should look again
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t exceptions_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, KeyState> keys_ ABSL_GUARDED_BY(mu_);
   std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<>> heap_ ABSL_GUARDED_BY(mu_);
   double tokens_ ABSL_GUARDED_BY(mu_);

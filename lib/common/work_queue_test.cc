@@ -1,6 +1,8 @@
 #include "lib/common/work_queue.h"
 
+#include <algorithm>
 #include <atomic>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,31 @@ TEST(WorkQueueTest, LatestItemOfAKeyWinsBeforeItRuns) {
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_NE(std::find(runs.begin(), runs.end(), "a3"), runs.end());
   EXPECT_NE(std::find(runs.begin(), runs.end(), "b"), runs.end());
+}
+
+// Before: the exception left the worker thread, and std::terminate ended the process.
+TEST(WorkQueueTest, AnItemThatThrowsFailsAloneAndTheWorkerGoesOn) {
+  WorkQueue q({.qps = 0, .workers = 1});
+  Log log;
+  std::atomic<int> attempts{0};
+  q.Enqueue("bad", [&] {
+    if (++attempts == 1) throw std::runtime_error("type must be string, but is number");
+    log.Add("bad retried");
+    return absl::OkStatus();
+  });
+  q.Enqueue("good", [&log] {
+    log.Add("good");
+    return absl::OkStatus();
+  });
+  q.Start();
+  ASSERT_TRUE(q.WaitIdle(absl::Seconds(10)));
+  std::vector<std::string> runs = log.Get();
+  EXPECT_NE(std::find(runs.begin(), runs.end(), "good"), runs.end());
+  // Failed like an error: retried after its backoff, and then succeeded.
+  EXPECT_NE(std::find(runs.begin(), runs.end(), "bad retried"), runs.end());
+  EXPECT_EQ(attempts.load(), 2);
+  EXPECT_EQ(q.Exceptions(), 1);
+  EXPECT_EQ(q.Failures("bad"), 0);
 }
 
 TEST(WorkQueueTest, AKeyNeverRunsTwiceAtOnceAndAnItemParkedDuringARunRunsAfterIt) {
