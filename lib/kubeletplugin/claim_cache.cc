@@ -7,6 +7,7 @@
 #include "lib/common/log.h"
 #include "lib/k8s/errors.h"
 #include "lib/k8s/objects_resource.h"
+#include "lib/k8s/wire_decode.h"
 
 namespace dra::kubeletplugin {
 namespace {
@@ -80,9 +81,9 @@ void ClaimCache::PutLocked(std::map<std::string, Ptr>& into, const nlohmann::jso
     return;
   }
   absl::StatusOr<k8s::ResourceClaim> decoded = k8s::ResourceClaim::FromJson(claim);
-  if (!decoded.ok()) {
-    DRA_WARNING("claim cache: skipping a claim that does not decode (prepare will GET it)", "claim",
-                key, "err", decoded.status());
+  if (!decoded.ok()) {  // not kept: prepare GETs it
+    k8s::ReportUndecodable(k8s::ResourceClaim::kResource,
+                           k8s::IdentityOf(claim, std::string(decoded.status().message())));
     into.erase(key);
     return;
   }
@@ -118,6 +119,11 @@ void ClaimCache::Apply(const k8s::WatchEvent& event) {
   switch (event.type) {
     case k8s::WatchEvent::Type::kAdded:
     case k8s::WatchEvent::Type::kModified:
+      if (event.undecodable) {  // not kept (see the header); `object` is its identity
+        k8s::ReportUndecodable(k8s::ResourceClaim::kResource, *event.undecodable);
+        items_.erase(KeyOf(event.object));
+        break;
+      }
       PutLocked(items_, event.object);
       break;
     case k8s::WatchEvent::Type::kDeleted: {
@@ -202,15 +208,18 @@ void ClaimCache::Run(k8s::Client* client) {
       absl::Status failed;
       std::string list_rv;
       while (true) {
-        absl::StatusOr<nlohmann::json> page = client->List(resource, "", options);
+        absl::StatusOr<k8s::ListPage> page = client->ListPageOf(resource, "", options);
         if (!page.ok()) {
           failed = page.status();
           break;
         }
-        const nlohmann::json& meta = Member(*page, "metadata");
-        if (list_rv.empty()) list_rv = StringMember(meta, "resourceVersion");
-        AddPage(Member(*page, "items"));
-        options.continue_token = StringMember(meta, "continue");
+        if (list_rv.empty()) list_rv = page->resource_version;
+        AddPage(nlohmann::json(std::move(page->items)));
+        // Not kept (see the header): left out of this relist.
+        for (const k8s::UndecodableObject& u : page->undecodable) {
+          k8s::ReportUndecodable(resource, u);
+        }
+        options.continue_token = std::move(page->continue_token);
         if (options.continue_token.empty()) break;
       }
       if (!failed.ok()) {

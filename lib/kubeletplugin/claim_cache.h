@@ -19,6 +19,13 @@
 // version arrived, and a GET serves it until then. Each answer is counted (Counts, and the
 // on_lookup callback for a metric).
 //
+// A claim that cannot be read whole (k8s::UndecodableObject: nested deeper than the client reads,
+// which the API server accepts, e.g. in opaque parameters) or does not decode is never kept: a
+// list goes on with the other claims, a watch goes on past its event, and a version of a kept
+// claim that cannot be read drops the copy, so that prepare GETs it and fails for that claim
+// alone, naming it. Each such version is reported once (k8s::ReportUndecodable: a warning and
+// nvidia_dra_undecodable_objects_total{resource="resourceclaims.resource.k8s.io"}).
+//
 // Thread-safety: every method may be called from any thread; Start once.
 
 #include <atomic>

@@ -3,9 +3,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/k8s/wire_decode.h"
 #include "lib/kubeletplugin/claim_source.h"
+#include "test/support/canned_http_server.h"
 
 namespace dra::kubeletplugin {
 namespace {
@@ -153,6 +157,61 @@ TEST_F(ClaimCacheTest, FetchStillChecksWhatTheGetterReturns) {
   auto claims = FetchClaimsForPrepare(getter, {Ref("c", "u1")}, &cache_);
   EXPECT_EQ(claims.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(claims.status().message(), "claim ns/c not allocated");
+}
+
+// ---- Against a fake API server: claims nested deeper than the client reads ----
+// The API server accepts opaque parameters nested up to its own limit (about 10,000 levels). One
+// such claim, anywhere in the cluster, used to fail every relist and end the watch on the same
+// event at every resume, on every node.
+
+std::string Nested(int levels) {
+  std::string out;
+  for (int i = 0; i < levels; ++i) out += R"({"a":)";
+  return out + "1" + std::string(levels, '}');
+}
+
+// Claim(...) as text, with opaque parameters nested 10,000 levels deep.
+std::string DeepClaim(const std::string& name, const std::string& uid, const std::string& rv) {
+  nlohmann::json c = Claim(name, uid, rv);
+  c["spec"]["devices"]["config"] = {
+      {{"opaque", {{"driver", "gpu.nvidia.com"}, {"parameters", "DEEP"}}}}};
+  std::string text = c.dump();
+  text.replace(text.find("\"DEEP\""), 6, Nested(10000));
+  return text;
+}
+
+std::string EventLine(const std::string& type, const std::string& object) {
+  return absl::StrCat(R"({"type":")", type, R"(","object":)", object, "}\n");
+}
+
+TEST(ClaimCacheServerTest, ADeepClaimStallsNeitherTheListNorTheWatch) {
+  std::string page =
+      absl::StrCat(R"({"metadata":{"resourceVersion":"5"},"items":[)", Claim("a", "ua", "1").dump(),
+                   ",", DeepClaim("b", "ub", "2"), ",", Claim("c", "uc", "3").dump(), "]}");
+  std::string stream = EventLine("MODIFIED", DeepClaim("a", "ua", "6")) +
+                       EventLine("ADDED", Claim("d", "ud", "7").dump());
+  dra::testing::CannedHttpServer server({{200, page, ""}, {200, stream, ""}, {200, "", ""}});
+  k8s::RestConfig config;
+  config.server = server.url();
+  auto client = k8s::Client::Create(config);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const int64_t before = k8s::UndecodableCount("resourceclaims.resource.k8s.io");
+  ClaimCache cache({.driver_name = "gpu.nvidia.com", .node_name = "node-a"});
+  cache.Start(client->get());
+  ASSERT_TRUE(cache.WaitForSync(absl::Seconds(20)));
+  // Requests: the list, the watch that delivers both events, the watch resumed after them.
+  for (int i = 0; i < 2000 && server.requests().size() < 3; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GE(server.requests().size(), 3u);
+  EXPECT_THAT(server.requests()[2].first, ::testing::HasSubstr("resourceVersion=7"));
+  EXPECT_THAT(cache.Find(Ref("c", "uc")), NotNull());
+  EXPECT_THAT(cache.Find(Ref("d", "ud")), NotNull());
+  EXPECT_THAT(cache.Find(Ref("b", "ub")), IsNull());
+  // Its newer version cannot be read: the copy is dropped, prepare GETs it.
+  EXPECT_THAT(cache.Find(Ref("a", "ua")), IsNull());
+  cache.Stop();
+  EXPECT_EQ(k8s::UndecodableCount("resourceclaims.resource.k8s.io"), before + 2);
 }
 
 }  // namespace
