@@ -11,6 +11,7 @@
 #include "lib/common/flags.h"
 #include "lib/common/log.h"
 #include "lib/common/signals.h"
+#include "lib/k8s/quantity.h"
 #include "lib/webhook/webhook.h"
 
 int main(int argc, char** argv) {
@@ -47,6 +48,18 @@ int main(int argc, char** argv) {
   flags.AddDuration("tls-reload-interval", "TLS_RELOAD_INTERVAL", &c.cert_check_interval,
                     "How often the certificate and key files are checked for changes (at most "
                     "once per new connection); 0 checks at every new connection.");
+  flags.AddCustom(
+      "max-buffered-request-bytes", "MAX_BUFFERED_REQUEST_BYTES", "quantity", "64Mi",
+      [&c](absl::string_view v) -> absl::Status {
+        absl::StatusOr<dra::k8s::Quantity> q = dra::k8s::Quantity::Parse(v);
+        if (!q.ok()) return q.status();
+        c.max_buffered_request_bytes = q->Value();
+        return absl::OkStatus();
+      },
+      "Memory for the requests being received (and responses over 1 KiB being sent) of all "
+      "HTTPS connections together, as a Kubernetes quantity (64Mi) or bytes; at least one "
+      "largest request (3Mi body + 64Ki header). A request or response that does not fit is "
+      "answered 503 and its connection closed.");
   flags.AddLoggingFlags();
   // The webhook reads the gates without the dependency and exclusion checks of the plugins
   // (docs/compatibility.md "Feature gates"): only TimeSlicingSettings and MPSSupport change what

@@ -17,12 +17,25 @@ namespace dra::webhook {
 namespace {
 
 constexpr size_t kReadChunk = 16 << 10;
-// Buffers larger than this are freed between requests instead of kept for the next one.
+// Request buffers larger than this are freed between requests instead of kept for the next one
+// (kept ones stay counted in the budget).
 constexpr size_t kKeptBufferBytes = 16 << 10;
+// The same for the response buffer, which is not counted: a few hundred bytes is the usual answer.
+constexpr size_t kKeptResponseBytes = 2 << 10;
+// Responses up to this size take nothing from the budget (an answer to a review is a few hundred
+// bytes); they cost at most this per connection. Larger ones (a denial listing thousands of
+// configs) are held until the client takes them, so they count.
+constexpr size_t kUncountedResponseBytes = 1 << 10;
 // The first TLS record: content type handshake, and at most 2^14 bytes plus the expansion TLS
 // allows (RFC 8446 5.2: a ClientHello is plaintext, so 2^14 suffices; 2048 more is lenient).
 constexpr unsigned char kTlsHandshakeRecord = 0x16;
 constexpr size_t kMaxTlsRecordBytes = (16 << 10) + 2048;
+
+// The 503 body when a request or response does not fit in the budget.
+std::string OverBudgetMessage(size_t limit) {
+  return absl::StrCat("the webhook's buffers for requests and responses are full (at most ", limit,
+                      " bytes across all connections, --max-buffered-request-bytes); retry\n");
+}
 
 HttpsConnection::Clock::duration ToChrono(absl::Duration d) {
   return std::chrono::duration_cast<HttpsConnection::Clock::duration>(absl::ToChronoNanoseconds(d));
@@ -38,6 +51,7 @@ HttpsConnection::HttpsConnection(int fd, std::shared_ptr<SSL_CTX> ctx, Env env,
       deadline_(now + ToChrono(env.options->handshake_timeout)) {}
 
 HttpsConnection::~HttpsConnection() {
+  env_.budget->Release(buf_reserved_ + out_reserved_);
   if (ssl_ != nullptr) SSL_free(ssl_);
   ::close(fd_);
   ERR_clear_error();
@@ -133,6 +147,7 @@ bool HttpsConnection::Handshake(Clock::time_point now, std::string* scratch) {
 bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
   const HttpsServerOptions& opt = *env_.options;
   ParsedRequest p = ParseHttpRequest(buf_, opt.max_header_bytes, opt.max_body_bytes);
+  size_t read_size = kReadChunk;
   switch (p.state) {
     case ParsedRequest::State::kError:
       Respond(p.error_code, "text/plain; charset=utf-8", p.error_body, /*close=*/true,
@@ -146,6 +161,13 @@ bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
       return true;
     }
     case ParsedRequest::State::kNeedBody:
+      // The whole request's buffer comes from the budget before its body is read (and before
+      // 100 Continue invites it); reads then stop at the request's end, so it never grows.
+      if (!ReserveRequest(p.size, /*exact=*/true)) {
+        RefuseOverBudget(now);
+        return true;
+      }
+      read_size = std::min(kReadChunk, p.size - buf_.size());
       if (p.expect_continue && !continue_sent_) {
         continue_sent_ = true;
         out_ = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -163,8 +185,12 @@ bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
     return false;
   }
   scratch->resize(kReadChunk);
-  int n = SSL_read(ssl_, scratch->data(), static_cast<int>(scratch->size()));
+  int n = SSL_read(ssl_, scratch->data(), static_cast<int>(read_size));
   if (n > 0) {
+    if (!ReserveRequest(buf_.size() + n, /*exact=*/false)) {
+      RefuseOverBudget(now);
+      return true;
+    }
     want_write_ = false;
     if (state_ == State::kIdle) {
       state_ = State::kRequest;
@@ -177,8 +203,43 @@ bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
   return false;
 }
 
+bool HttpsConnection::ReserveRequest(size_t bytes, bool exact) {
+  if (bytes <= buf_reserved_) return true;
+  // While the request's size is unknown (its header), the buffer doubles.
+  size_t target = exact || buf_reserved_ == 0 ? bytes : std::max(bytes, 2 * buf_reserved_);
+  if (!env_.budget->TryAcquire(target - buf_reserved_)) return false;
+  // A new string of exactly `target`: reserve() on the old one may round up to twice its size.
+  std::string grown;
+  grown.reserve(target);
+  grown.append(buf_);
+  buf_.swap(grown);
+  buf_reserved_ = target;
+  return true;
+}
+
+void HttpsConnection::FreeRequest() {
+  buf_ = std::string();
+  env_.budget->Release(buf_reserved_);
+  buf_reserved_ = 0;
+}
+
+void HttpsConnection::RefuseOverBudget(Clock::time_point now) {
+  FreeRequest();
+  Respond(503, "text/plain; charset=utf-8", OverBudgetMessage(env_.budget->limit()),
+          /*close=*/true, /*head=*/false, now);
+}
+
 void HttpsConnection::Respond(int code, absl::string_view content_type, absl::string_view body,
                               bool close, bool head, Clock::time_point now) {
+  if (!head && body.size() > kUncountedResponseBytes) {
+    if (env_.budget->TryAcquire(body.size())) {
+      out_reserved_ = body.size();
+    } else {
+      Respond(503, "text/plain; charset=utf-8", OverBudgetMessage(env_.budget->limit()),
+              /*close=*/true, /*head=*/false, now);
+      return;
+    }
+  }
   out_.clear();
   absl::StrAppend(&out_, "HTTP/1.1 ", code, " ", HttpReasonPhrase(code),
                   "\r\nContent-Type: ", content_type, "\r\nContent-Length: ", body.size(),
@@ -203,7 +264,9 @@ bool HttpsConnection::Write(Clock::time_point now) {
   want_write_ = false;
   written_ = 0;
   out_.clear();
-  if (out_.capacity() > kKeptBufferBytes) out_ = std::string();
+  if (out_.capacity() > kKeptResponseBytes) out_ = std::string();
+  env_.budget->Release(out_reserved_);
+  out_reserved_ = 0;
   switch (after_write_) {
     case AfterWrite::kReadBody:
       state_ = State::kRequest;
@@ -220,7 +283,7 @@ bool HttpsConnection::Write(Clock::time_point now) {
   request_size_ = 0;
   continue_sent_ = false;
   if (buf_.empty()) {
-    if (buf_.capacity() > kKeptBufferBytes) buf_ = std::string();
+    if (buf_reserved_ > kKeptBufferBytes) FreeRequest();
     state_ = State::kIdle;
     deadline_ = now + ToChrono(env_.options->idle_timeout);
     // The client waits for this response before it sends the next request (the API server does

@@ -22,6 +22,7 @@
 
 #include "lib/metrics/connection_metrics.h"
 #include "lib/webhook/https_server.h"
+#include "lib/webhook/request_budget.h"
 
 namespace dra::webhook {
 
@@ -34,6 +35,9 @@ class HttpsConnection {
     const HttpsServerOptions* options;
     const HttpsHandler* handler;
     const std::atomic<bool>* stopping;
+    // Shared by the server's connections: the request buffer and the response being written
+    // take their bytes from it (request_budget.h).
+    RequestBudget* budget;
   };
 
   // Takes `fd` (non-blocking). The handshake deadline starts at `now`.
@@ -74,6 +78,14 @@ class HttpsConnection {
                bool head, Clock::time_point now);
   // Handles an SSL_* result <= 0: sets want_write_ and returns true to wait, or is done.
   bool WaitOrFail(int ret, const char* what);
+  // Sizes buf_ to hold `bytes` without reallocating (exactly, or with room to grow when
+  // `exact` is false), taking the growth from the budget. False when it does not fit: buf_ is
+  // unchanged.
+  bool ReserveRequest(size_t bytes, bool exact);
+  // Frees buf_ and gives its bytes back.
+  void FreeRequest();
+  // Answers 503 and closes: the request's buffer does not fit in the budget.
+  void RefuseOverBudget(Clock::time_point now);
 
   const int fd_;
   std::shared_ptr<SSL_CTX> ctx_;  // until the SSL object exists
@@ -88,6 +100,8 @@ class HttpsConnection {
   std::string buf_;  // received, not yet answered
   std::string out_;  // response being written
   size_t written_ = 0;
+  size_t buf_reserved_ = 0;  // budget bytes held for buf_ (its capacity)
+  size_t out_reserved_ = 0;  // budget bytes held for out_
 };
 
 }  // namespace dra::webhook

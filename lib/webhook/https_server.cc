@@ -252,7 +252,8 @@ void EventLoop::TakeGiven(Clock::time_point now) {
 }
 
 void EventLoop::AddConnection(int fd, Clock::time_point now) {
-  HttpsConnection::Env env{&server_->options_, &server_->handler_, &server_->stopping_flag_};
+  HttpsConnection::Env env{&server_->options_, &server_->handler_, &server_->stopping_flag_,
+                           &server_->budget_};
   Entry& e = conns_[fd];
   e.conn = std::make_unique<HttpsConnection>(fd, server_->certs_->Current(), env, now);
   e.events = e.conn->wanted_events();
@@ -299,6 +300,12 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(HttpsServerOptio
   // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that closed first would kill the
   // process with SIGPIPE (e.g. our close_notify after the client's). EPIPE is handled instead.
   std::signal(SIGPIPE, SIG_IGN);
+  if (options.max_buffered_request_bytes < options.max_header_bytes + options.max_body_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request buffer budget of ", options.max_buffered_request_bytes,
+        " bytes is below one largest request (", options.max_header_bytes, " bytes of header + ",
+        options.max_body_bytes, " bytes of body), which could never be read"));
+  }
   ASSIGN_OR_RETURN(metrics::Listener listener, metrics::Listen(options.address));
   int loops = options.loop_threads;
   if (loops <= 0) loops = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4);
@@ -333,7 +340,8 @@ HttpsServer::HttpsServer(HttpsServerOptions options, ServingCertificate* certs,
       handler_(std::move(handler)),
       listen_fd_(listen_fd),
       port_(port),
-      metrics_(options_.registry, options_.metrics_prefix) {}
+      metrics_(options_.registry, options_.metrics_prefix),
+      budget_(options_.max_buffered_request_bytes, options_.registry, options_.metrics_prefix) {}
 
 HttpsServer::~HttpsServer() { Stop(); }
 

@@ -18,6 +18,12 @@
 //     <prefix>_connections_timed_out_total{phase};
 //   - at most `max_connections` are open; more are accepted and closed at once
 //     (<prefix>_connections_rejected_total).
+// Memory is bounded across connections, not only per connection: request buffers (and responses
+// over 1 KiB, held until the client takes them) come from one budget of
+// `max_buffered_request_bytes` for all connections together (request_budget.h). A request's whole
+// buffer is taken once its header says how large it is, before its body is read; a request or
+// response that does not fit is answered 503 and its connection closed
+// (<prefix>_request_buffer_refused_total; <prefix>_request_buffer_bytes is the budget in use).
 // A connection costs about 200 bytes until its ClientHello has fully arrived (it is peeked, not
 // read, until then), about 42 KiB of OpenSSL state during the handshake (measured), its
 // OpenSSL connection state between requests (not measured; the record buffers are released),
@@ -49,6 +55,7 @@
 #include "absl/time/time.h"
 #include "lib/metrics/connection_metrics.h"
 #include "lib/metrics/metrics.h"
+#include "lib/webhook/request_budget.h"
 #include "lib/webhook/tls_certs.h"
 
 namespace dra::webhook {
@@ -64,6 +71,9 @@ inline constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
 inline constexpr absl::Duration kIdleTimeout = absl::Seconds(120);
 // Open connections at most. The API servers use a handful; the rest is room for slow clients.
 inline constexpr int kMaxConnections = 2048;
+// The default budget of request buffers, all connections together: 21 requests of the largest
+// size (3 MiB) at once, or thousands of typical reviews (2-20 KiB).
+inline constexpr size_t kMaxBufferedRequestBytes = 64 << 20;
 // The name of the epoll loop threads (/proc/<pid>/task/<tid>/comm; at most 15 bytes).
 inline constexpr char kLoopThreadName[] = "https-loop";
 
@@ -87,6 +97,9 @@ struct HttpsServerOptions {
   std::string address = ":443";
   size_t max_body_bytes = 3 << 20;
   size_t max_header_bytes = 64 << 10;
+  // Request buffers and large responses of all connections together; at least
+  // max_header_bytes + max_body_bytes (one largest request), else Start fails.
+  size_t max_buffered_request_bytes = kMaxBufferedRequestBytes;
   absl::Duration handshake_timeout = kHandshakeTimeout;
   absl::Duration request_timeout = kRequestTimeout;
   absl::Duration idle_timeout = kIdleTimeout;
@@ -115,6 +128,7 @@ class HttpsServer {
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   int port() const { return port_; }
   const metrics::ConnectionMetrics& connection_metrics() const { return metrics_; }
+  const RequestBudget& request_budget() const { return budget_; }
 
  private:
   HttpsServer(HttpsServerOptions options, ServingCertificate* certs, HttpsHandler handler,
@@ -127,6 +141,7 @@ class HttpsServer {
   const int listen_fd_;
   const int port_;
   metrics::ConnectionMetrics metrics_;
+  RequestBudget budget_;
   std::atomic<int> open_{0};  // connections accepted and not closed, all loops together
   std::atomic<bool> stopping_flag_{false};
   std::atomic<bool> force_close_{false};  // the grace period is over

@@ -7,11 +7,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/api/driver_gates.h"
@@ -353,6 +357,175 @@ TEST_F(HttpsServerTest, StopLetsARequestInFlightFinish) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->body, "done");
   EXPECT_TRUE(r->connection_close);
+}
+
+// A review whose request.object nests `levels` objects below it, {"a":{"a":...}}.
+std::string DeepReview(int levels) {
+  std::string object;
+  for (int i = 1; i < levels; ++i) object += R"({"a":)";
+  object += "{}" + std::string(levels - 1, '}');
+  std::string review(kReview);
+  size_t at = review.find(R"("object":)") + 9;
+  return review.substr(0, at) + object + "}}";
+}
+
+// Waits until `done` holds (a condition the server reaches on its own threads), at most 10 s.
+bool WaitUntil(const std::function<bool()>& done) {
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+TEST_F(HttpsServerTest, DeepReviewIs400AndTheServerKeepsServing) {
+  StartServer();
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  // 60,000 levels: 360 KB, within the body limit; the process used to die of a stack overflow.
+  std::string deep = DeepReview(60000);
+  ASSERT_GT(deep.size(), 350000u);
+  auto r = c->Do("POST", std::string(kValidatePath), "application/json", deep);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 400);
+  EXPECT_EQ(r->body,
+            "could not decode the request body as an AdmissionReview: JSON nested deeper than "
+            "10002 levels (request.object may nest 10000, the most the API server decodes)\n");
+  EXPECT_FALSE(r->connection_close);
+  // The same connection, and a new one, are served.
+  r = c->Do("POST", std::string(kValidatePath), "application/json", ReviewWith("TimeSlicing"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  EXPECT_THAT(r->body, HasSubstr("\"allowed\":true"));
+  auto c2 = Connect();
+  ASSERT_NE(c2, nullptr);
+  r = c2->Do("POST", std::string(kValidatePath), "application/json", DeepReview(10000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200) << r->body.substr(0, 200);  // at the limit: decided
+  EXPECT_THAT(registry_.Render(),
+              HasSubstr("nvidia_dra_webhook_admission_reviews_total{result=\"bad_request\"} 1"));
+}
+
+TEST_F(HttpsServerTest, ConcurrentLargeBodiesShareOneBudget) {
+  constexpr size_t kBody = 200000;
+  HttpsServerOptions options;
+  options.max_body_bytes = kBody;
+  // Three requests of kBody fit (each also holds its header, about 130 bytes), a fourth does not.
+  options.max_buffered_request_bytes = 3 * kBody + 20000;
+  options.registry = &registry_;
+  StartServer(options);
+  // A valid review padded with whitespace to kBody bytes.
+  std::string body = ReviewWith("TimeSlicing");
+  body.append(kBody - body.size(), ' ');
+  std::string header =
+      absl::StrCat("POST ", kValidatePath,
+                   " HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: ", kBody,
+                   "\r\nExpect: 100-continue\r\n\r\n");
+  // Each header takes its whole request's buffer from the budget before the body is read; the
+  // 100 Continue says it has.
+  std::vector<std::unique_ptr<TlsClient>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(Connect());
+    ASSERT_NE(held.back(), nullptr);
+    ASSERT_TRUE(held.back()->WriteRaw(header).ok());
+    auto r = held.back()->ReadResponse(/*head=*/false, /*interim=*/true);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->code, 100) << "request " << i << ": " << r->body;
+  }
+  EXPECT_GE(server_->request_budget().used(), 3 * kBody);
+  EXPECT_LE(server_->request_budget().used(), options.max_buffered_request_bytes);
+  // The fourth does not fit: 503 naming the limit, before its body is sent.
+  auto over = Connect();
+  ASSERT_NE(over, nullptr);
+  ASSERT_TRUE(over->WriteRaw(header).ok());
+  auto r = over->ReadResponse(/*head=*/false, /*interim=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 503);
+  EXPECT_TRUE(r->connection_close);
+  EXPECT_EQ(r->body, absl::StrCat("the webhook's buffers for requests and responses are full (at "
+                                  "most ",
+                                  options.max_buffered_request_bytes,
+                                  " bytes across all connections, --max-buffered-request-bytes); "
+                                  "retry\n"));
+  EXPECT_EQ(server_->request_budget().refused(), 1);
+  // Small requests on another connection are still served (their buffers fit).
+  auto small = Connect();
+  ASSERT_NE(small, nullptr);
+  r = small->Do("POST", std::string(kValidatePath), "application/json", ReviewWith("TimeSlicing"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  // The three bodies arrive and are answered.
+  for (auto& c : held) ASSERT_TRUE(c->WriteRaw(body).ok());
+  for (auto& c : held) {
+    auto done = c->ReadResponse();
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->code, 200);
+    EXPECT_THAT(done->body, HasSubstr("\"allowed\":true"));
+  }
+  // Answered requests give their buffers back (those over 16 KiB are freed; the small
+  // connection keeps its few hundred bytes for its next request).
+  EXPECT_TRUE(WaitUntil([&] { return server_->request_budget().used() < 16 << 10; }))
+      << server_->request_budget().used();
+  // So a large request fits again.
+  auto again = Connect();
+  ASSERT_NE(again, nullptr);
+  r = again->Do("POST", std::string(kValidatePath), "application/json", body);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  std::string rendered = registry_.Render();
+  EXPECT_THAT(rendered, HasSubstr("nvidia_dra_webhook_request_buffer_refused_total 1"));
+  EXPECT_THAT(rendered, HasSubstr("nvidia_dra_webhook_request_buffer_bytes "));
+}
+
+TEST_F(HttpsServerTest, LargeResponsesCountAgainstTheBudget) {
+  HttpsServerOptions options;
+  options.max_body_bytes = 100000;
+  options.max_buffered_request_bytes = options.max_header_bytes + options.max_body_bytes;
+  // Larger than the whole budget: never held.
+  StartServer(options, [](const HttpRequest& req) {
+    return HttpResponse{.body = std::string(req.path == "/big" ? 200000 : 2000, 'x')};
+  });
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  auto r = c->Do("GET", "/fits", "", "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(r->body.size(), 2000u);
+  r = c->Do("GET", "/big", "", "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 503);
+  EXPECT_THAT(r->body, HasSubstr("--max-buffered-request-bytes"));
+  EXPECT_TRUE(r->connection_close);
+  EXPECT_EQ(server_->request_budget().refused(), 1);
+}
+
+TEST_F(HttpsServerTest, BudgetBelowOneLargestRequestIsRefused) {
+  auto certs = ServingCertificate::Load({cert_file_, key_file_, absl::ZeroDuration()});
+  ASSERT_TRUE(certs.ok()) << certs.status();
+  HttpsServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.max_buffered_request_bytes = options.max_body_bytes;  // no room for the header
+  auto server =
+      HttpsServer::Start(options, certs->get(), [](const HttpRequest&) { return HttpResponse{}; });
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("below one largest request"));
+}
+
+TEST_F(HttpsServerTest, RunWebhookRefusesABudgetBelowOneLargestRequest) {
+  WebhookConfig config;
+  config.tls_cert_file = cert_file_;
+  config.tls_private_key_file = key_file_;
+  config.bind_address = "127.0.0.1";
+  config.port = 0;
+  config.gates = &gates_;
+  config.max_buffered_request_bytes = 1 << 20;
+  // Refused before it serves, so no signal handler is needed.
+  absl::Status s = RunWebhook(config, /*signals=*/nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "--max-buffered-request-bytes 1048576 is below one largest request (3211264 bytes: "
+            "65536 of header, 3145728 of body), which could never be read");
 }
 
 TEST(ServingCertificateTest, LoadErrorsNameTheFile) {

@@ -94,6 +94,15 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
     return absl::InvalidArgumentError(
         absl::StrCat("--port ", config.port, " is out of range, expected 0..65535"));
   }
+  HttpsServerOptions options;
+  const int64_t largest_request =
+      static_cast<int64_t>(options.max_header_bytes + options.max_body_bytes);
+  if (config.max_buffered_request_bytes < largest_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-buffered-request-bytes ", config.max_buffered_request_bytes,
+        " is below one largest request (", largest_request, " bytes: ", options.max_header_bytes,
+        " of header, ", options.max_body_bytes, " of body), which could never be read"));
+  }
   absl::StatusOr<std::unique_ptr<ServingCertificate>> certs = ServingCertificate::Load(
       {config.tls_cert_file, config.tls_private_key_file, config.cert_check_interval});
   if (!certs.ok()) {
@@ -106,12 +115,12 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
       std::unique_ptr<metrics::HttpServer> metrics_server,
       metrics::StartMetricsEndpoint(config.http_endpoint, config.metrics_path, &registry));
 
-  HttpsServerOptions options;
   options.address = absl::StrCat(config.bind_address.find(':') != std::string::npos
                                      ? absl::StrCat("[", config.bind_address, "]")
                                      : config.bind_address,
                                  ":", config.port);
-  options.registry = &registry;  // nvidia_dra_webhook_connections_*
+  options.registry = &registry;  // nvidia_dra_webhook_connections_*, _request_buffer_*
+  options.max_buffered_request_bytes = static_cast<size_t>(config.max_buffered_request_bytes);
   absl::StatusOr<std::unique_ptr<HttpsServer>> server =
       HttpsServer::Start(options, certs->get(), MakeWebhookHandler(config.gates, &metrics));
   if (!server.ok()) return Annotate(server.status(), "--port");

@@ -7,6 +7,7 @@
 // Thread-safety: the handler from MakeWebhookHandler is called concurrently by the HTTPS server;
 // the gates and metrics it uses are thread-safe. RunWebhook runs on main.
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -46,6 +47,8 @@ struct WebhookConfig {
   std::string http_endpoint;  // metrics server; empty: none
   std::string metrics_path = "/metrics";
   absl::Duration cert_check_interval = absl::Seconds(2);
+  // HttpsServerOptions::max_buffered_request_bytes (--max-buffered-request-bytes).
+  int64_t max_buffered_request_bytes = kMaxBufferedRequestBytes;
   const FeatureGates* gates = nullptr;
 };
 

@@ -232,7 +232,7 @@ absl::Status TlsClient::WriteRaw(absl::string_view data) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ClientResponse> TlsClient::ReadResponse(bool head_request) {
+absl::StatusOr<ClientResponse> TlsClient::ReadResponse(bool head_request, bool interim) {
   auto read_more = [this]() -> absl::Status {
     char chunk[16384];
     int n = SSL_read(ssl_, chunk, sizeof(chunk));
@@ -274,6 +274,7 @@ absl::StatusOr<ClientResponse> TlsClient::ReadResponse(bool head_request) {
     size_t total = end + 4 + length;
     if (resp.code == 100) {  // interim response; the real one follows
       buf_.erase(0, end + 4);
+      if (interim) return resp;
       continue;
     }
     while (buf_.size() < total) RETURN_IF_ERROR(read_more());

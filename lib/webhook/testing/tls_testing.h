@@ -58,7 +58,8 @@ class TlsClient {
   // Writes raw bytes / reads one response (for malformed-request tests).
   absl::Status WriteRaw(absl::string_view data);
   // `head`: the answer to a HEAD request, which has no body whatever its Content-Length.
-  absl::StatusOr<ClientResponse> ReadResponse(bool head = false);
+  // `interim`: return a "100 Continue" instead of skipping it.
+  absl::StatusOr<ClientResponse> ReadResponse(bool head = false, bool interim = false);
 
   // The common name of the certificate the server presented.
   std::string PeerCommonName() const;
