@@ -47,8 +47,8 @@ struct UndecodableLog {
 constexpr size_t kRemembered = 10000;
 
 UndecodableLog& Undecodables() {
-  static UndecodableLog* const log = new UndecodableLog();
-  return *log;
+  static UndecodableLog* const kLog = new UndecodableLog();
+  return *kLog;
 }
 
 }  // namespace
