@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/cdplugin/errors.h"
-#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
@@ -117,7 +116,7 @@ absl::StatusOr<std::optional<std::string>> KubeDomainApi::ClaimUid(const std::st
   if (absl::IsNotFound(j.status())) return std::optional<std::string>();
   RETURN_IF_ERROR(j.status());
   return std::optional<std::string>(
-      json_access::StringOr(json_access::MemberOrNull(*j, "metadata"), "uid"));
+      j->value("metadata", nlohmann::json::object()).value("uid", ""));
 }
 
 absl::Status KubeDomainApi::PatchNodeLabel(const std::string& key, const std::string& value) {
