@@ -183,39 +183,6 @@ restart_sees_gpu() {
   rm -f "$dir"/checkpoint.json.corrupt-*
 }
 
-@test "a reboot with the CDI directory kept: nothing is rebuilt from the old spec, the claim is prepared afresh" {
-  local dir uid spec uuid lines
-  dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
-  running_gpu_pod pod1
-  spec=$(cdi_spec "$GPU_NODE" "$uid")
-
-  # The plugin leaves the node and its checkpoint becomes what a reboot leaves: valid, written in
-  # another boot. The CDI directory keeps the claim's spec, as where it is no tmpfs.
-  stop_plugin "$GPU_NODE"
-  set_checkpoint_boot_id "$dir/checkpoint.json" "e2e-boot-before-$uid"
-  [ -f "$spec" ]
-  start_plugin "$GPU_NODE"
-  # The records are dropped and the specs written before the boot go with them, before serving.
-  plugin_logs "$GPU_NODE" | grep -q '"invalidating checkpoint: node rebooted since it was written"'
-  plugin_logs "$GPU_NODE" | grep -q '"removed the CDI specs written before the node rebooted"'
-  [ ! -e "$spec" ]
-  [ "$(jq --arg u "$uid" '.data.preparedClaims | has($u)' "$dir/checkpoint.json")" = false ]
-
-  # The kubelet restarts, as after a reboot, and prepares its pods' claims again: this one is
-  # prepared afresh (a new spec and record), not answered from a record rebuilt out of the old spec.
-  lines=$(plugin_logs "$GPU_NODE" | wc -l)
-  "$REPO_ROOT/hack/cluster/node.sh" restart-kubelet "$GPU_NODE" >&3
-  wait_for 90 "the claim prepared afresh" eval '[ -f "$spec" ] && jq -e --arg u "$uid" ".data.preparedClaims[\$u].state == \"PrepareCompleted\"" "$dir/checkpoint.json" >/dev/null'
-  plugin_logs "$GPU_NODE" | tail -n +$((lines + 1)) | grep -q "\"prepared claim\" claim=\"$uid\""
-  [ "$(plugin_logs "$GPU_NODE" | grep -c '"rebuilt the checkpoint record of a prepared claim"')" -eq 0 ]
-
-  # The workload's container restarts from the new spec with its GPU; unprepare is clean.
-  restart_sees_gpu pod1 "$uuid"
-  k delete pod pod1 --wait=true --timeout=60s >/dev/null
-  wait_for 60 "CDI spec of claim $uid removed" test ! -e "$spec"
-  plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
-}
-
 @test "switching from the Go driver: its checkpoint and CDI spec are adopted, the pod's container restarts, unprepare is clean" {
   local dir uid json yaml uuid before_events
   dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
