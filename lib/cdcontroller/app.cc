@@ -17,6 +17,7 @@
 #include "lib/k8s/client.h"
 #include "lib/k8s/leader_election.h"
 #include "lib/k8s/rest_config.h"
+#include "lib/k8s/wire_decode.h"
 #include "lib/metrics/http_server.h"
 #include "lib/metrics/metrics_endpoint.h"
 
@@ -52,6 +53,7 @@ absl::Status RunController(ProcessOptions o, const FeatureGates& gates, SignalHa
       k8s::Client::Create(rest, internal::ClientOptionsFor(o.kube_api_qps, o.kube_api_burst)));
 
   metrics::Registry registry;
+  k8s::UndecodableObjectsMetric undecodable(&registry);  // goes before the registry
   ASSIGN_OR_RETURN(std::unique_ptr<metrics::HttpServer> http,
                    metrics::StartMetricsEndpoint(o.http_endpoint, o.metrics_path, &registry));
 

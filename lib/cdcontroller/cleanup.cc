@@ -11,9 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "lib/cdcontroller/controller.h"
 #include "lib/cdcontroller/controller_internal.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
+#include "lib/k8s/wire_decode.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -75,13 +77,22 @@ absl::Status RemoveFinalizer(k8s::Client* client, const Target& t, const Listed&
   return absl::OkStatus();
 }
 
-// The objects of `t` labelled with `uid`, listed live.
+// The objects of `t` labelled with `uid`, listed live. One that cannot be read whole
+// (k8s::UndecodableObject) fails the list, naming it: it can be neither updated from what was
+// read nor left out, or the domain would be released with it still there.
 absl::StatusOr<std::vector<Listed>> ListLabelled(k8s::Client* client, const Target& t,
                                                  const std::string& uid) {
-  ASSIGN_OR_RETURN(nlohmann::json list, client->ListAll(*t.r, t.ns, ByDomain(uid)));
+  ASSIGN_OR_RETURN(k8s::ListPage list, client->ListAllOf(*t.r, t.ns, ByDomain(uid)));
+  for (const k8s::UndecodableObject& u : list.undecodable) {
+    k8s::ReportUndecodable(*t.r, u);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot clean up ", t.r->kind, " ", k8s::KeyOf(u), " of ComputeDomain ", uid,
+        ": the object cannot be read (", u.reason, "); delete it or remove its finalizer by hand"));
+  }
   std::vector<Listed> out;
-  for (nlohmann::json& item : list["items"]) {
-    ASSIGN_OR_RETURN(k8s::ObjectMeta m, k8s::ObjectMeta::FromJson(item["metadata"]));
+  for (nlohmann::json& item : list.items) {
+    ASSIGN_OR_RETURN(k8s::ObjectMeta m,
+                     k8s::ObjectMeta::FromJson(json_access::MemberOrNull(item, "metadata")));
     // List items carry no apiVersion/kind; an Update needs them.
     item["apiVersion"] = k8s::ApiVersion(*t.r);
     item["kind"] = std::string(t.r->kind);
@@ -123,11 +134,16 @@ absl::Status FinalizeObjects(k8s::Client* client, const std::set<Target>& target
 }  // namespace
 
 absl::StatusOr<std::set<std::string>> Controller::LiveDomainUids() {
-  ASSIGN_OR_RETURN(nlohmann::json list, client_->ListAll(ComputeDomain::kResource, ""));
+  // A domain that cannot be read whole is live all the same: its objects are not garbage.
+  ASSIGN_OR_RETURN(k8s::ListPage list, client_->ListAllOf(ComputeDomain::kResource, ""));
   std::set<std::string> uids;
-  for (const nlohmann::json& item : list["items"]) {
-    const nlohmann::json& uid = item["metadata"]["uid"];
-    if (uid.is_string()) uids.insert(uid.get<std::string>());
+  for (const nlohmann::json& item : list.items) {
+    std::string uid = json_access::StringOr(json_access::MemberOrNull(item, "metadata"), "uid");
+    if (!uid.empty()) uids.insert(std::move(uid));
+  }
+  for (const k8s::UndecodableObject& u : list.undecodable) {
+    k8s::ReportUndecodable(ComputeDomain::kResource, u);
+    if (!u.uid.empty()) uids.insert(u.uid);
   }
   return uids;
 }
@@ -140,8 +156,11 @@ namespace internal {
 
 absl::Status RemoveNodeLabels(k8s::Client* client, const std::string& uid) {
   ASSIGN_OR_RETURN(nlohmann::json list, client->ListAll(k8s::Node::kResource, "", ByDomain(uid)));
+  // ListAll answers in a checked shape (lib/k8s/wire_decode.h): items is an array of objects.
   for (nlohmann::json& node : list["items"]) {
-    const std::string name = node["metadata"].value("name", "");
+    const nlohmann::json& meta = json_access::MemberOrNull(node, "metadata");
+    const std::string name = json_access::StringOr(meta, "name");
+    if (name.empty() || !json_access::MemberOrNull(meta, "labels").is_object()) continue;
     // An Update with the listed resourceVersion: a label the plugin set meanwhile (for another
     // domain) makes it a Conflict instead of being removed.
     node["apiVersion"] = "v1";

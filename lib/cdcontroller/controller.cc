@@ -11,6 +11,7 @@
 #include "lib/cdcontroller/controller_internal.h"
 #include "lib/cdcontroller/render.h"
 #include "lib/cdcontroller/status.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
@@ -45,17 +46,21 @@ absl::Status CreateOwned(k8s::Client* client, const k8s::ResourceInfo& r, const 
                          absl::string_view what) {
   absl::StatusOr<nlohmann::json> created = client->Create(r, ns, object);
   if (created.ok()) {
-    DRA_INFO("created object", "kind", r.kind, "object",
-             absl::StrCat(ns, "/", object["metadata"]["name"].get<std::string>()), "computeDomain",
-             uid);
+    DRA_INFO(
+        "created object", "kind", r.kind, "object",
+        absl::StrCat(ns, "/",
+                     json_access::StringOr(json_access::MemberOrNull(object, "metadata"), "name")),
+        "computeDomain", uid);
     return absl::OkStatus();
   }
   if (!absl::IsAlreadyExists(created.status())) {
     return Annotate(created.status(), absl::StrCat("create ", what));
   }
-  const std::string name = object["metadata"]["name"].get<std::string>();
+  const std::string name =
+      json_access::StringOr(json_access::MemberOrNull(object, "metadata"), "name");
   ASSIGN_OR_RETURN(nlohmann::json existing, client->Get(r, ns, name));
-  ASSIGN_OR_RETURN(k8s::ObjectMeta meta, k8s::ObjectMeta::FromJson(existing["metadata"]));
+  ASSIGN_OR_RETURN(k8s::ObjectMeta meta,
+                   k8s::ObjectMeta::FromJson(json_access::MemberOrNull(existing, "metadata")));
   if (DomainLabel(meta) != uid) {
     return absl::FailedPreconditionError(absl::StrCat(what, ": ", r.kind, " ", ns, "/", name,
                                                       " already exists and does not belong to this "
@@ -216,8 +221,11 @@ absl::Status Controller::ConfirmLive(const ComputeDomain& cd) {
   if (!live.ok() && !absl::IsNotFound(live.status())) {
     return Annotate(live.status(), absl::StrCat("get ComputeDomain ", Describe(cd)));
   }
-  if (absl::IsNotFound(live.status()) || (*live)["metadata"].value("uid", "") != cd.metadata.uid ||
-      (*live)["metadata"].contains("deletionTimestamp")) {
+  const nlohmann::json& live_meta =
+      live.ok() ? json_access::MemberOrNull(*live, "metadata") : nlohmann::json::object();
+  if (absl::IsNotFound(live.status()) ||
+      json_access::StringOr(live_meta, "uid") != cd.metadata.uid ||
+      json_access::Find(live_meta, "deletionTimestamp") != nullptr) {
     return absl::AbortedError(absl::StrCat("ComputeDomain ", Describe(cd),
                                            " is gone or being deleted; not creating its objects"));
   }

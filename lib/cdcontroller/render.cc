@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lib/common/json_access.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -31,11 +32,11 @@ absl::StatusOr<nlohmann::json> Render(absl::string_view what, absl::string_view 
   if (!text.ok()) {
     return absl::InternalError(absl::StrCat(what, " template: ", text.status().message()));
   }
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  absl::StatusOr<nlohmann::json> j = json_access::Parse(*text);
+  if (!j.ok() || !j->is_object()) {
     return absl::InternalError(absl::StrCat(what, " template: not a JSON object"));
   }
-  DropNulls(j);
+  DropNulls(*j);
   return j;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "lib/common/json_access.h"
+
 namespace dra::cdcontroller {
 
 using k8s::ComputeDomainNode;
@@ -21,16 +23,16 @@ DaemonPod DaemonPodFromPod(const k8s::Pod& pod) {
   d.pod_uid = pod.metadata.uid;
   d.ready = false;
   d.terminating = pod.metadata.deletion_timestamp.has_value();
-  const nlohmann::json& status =
-      pod.raw.is_object() ? pod.raw.value("status", nlohmann::json()) : nlohmann::json();
+  const nlohmann::json& status = json_access::MemberOrNull(pod.raw, "status");
   if (status.is_object()) {
     if (auto ip = status.find("podIP"); ip != status.end() && ip->is_string()) {
       d.pod_ip = ip->get<std::string>();
     }
     if (auto conds = status.find("conditions"); conds != status.end() && conds->is_array()) {
       for (const nlohmann::json& c : *conds) {
-        if (c.is_object() && c.value("type", "") == "Ready")
-          d.ready = c.value("status", "") == "True";
+        if (json_access::StringOr(c, "type") == "Ready") {
+          d.ready = json_access::StringOr(c, "status") == "True";
+        }
       }
     }
   }

@@ -19,6 +19,7 @@
 #include "lib/k8s/objects_compute_domain.h"
 #include "lib/k8s/objects_core.h"
 #include "lib/k8s/rest_config.h"
+#include "lib/k8s/wire_decode.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -33,12 +34,22 @@ struct Domain {
 };
 
 absl::StatusOr<std::vector<Domain>> ListDomains(k8s::Client* client, const std::string& ns) {
-  ASSIGN_OR_RETURN(nlohmann::json list, client->ListAll(ComputeDomain::kResource, ns));
+  ASSIGN_OR_RETURN(k8s::ListPage list, client->ListAllOf(ComputeDomain::kResource, ns));
   std::vector<Domain> out;
-  for (const nlohmann::json& item : list.value("items", nlohmann::json::array())) {
+  for (const nlohmann::json& item : list.items) {
     Domain d;
-    RETURN_IF_ERROR(k8s::DecodeObjectMeta(item.value("metadata", nlohmann::json::object()),
+    RETURN_IF_ERROR(k8s::DecodeObjectMeta(json_access::MemberOrNull(item, "metadata"),
                                           "ComputeDomain.metadata", &d.meta));
+    out.push_back(std::move(d));
+  }
+  // One that cannot be read whole is released all the same, by its identity.
+  for (const k8s::UndecodableObject& u : list.undecodable) {
+    k8s::ReportUndecodable(ComputeDomain::kResource, u);
+    Domain d;
+    d.meta.namespace_name = u.namespace_name;
+    d.meta.name = u.name;
+    d.meta.uid = u.uid;
+    d.meta.resource_version = u.resource_version;
     out.push_back(std::move(d));
   }
   return out;

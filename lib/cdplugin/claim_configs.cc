@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/api/config.h"
 #include "lib/cdplugin/errors.h"
+#include "lib/common/json_access.h"
 #include "lib/common/status.h"
 #include "lib/kubeletplugin/driver.h"
 
@@ -45,7 +46,9 @@ nlohmann::json KnownMembers(const nlohmann::json& parameters) {
   for (const char* key : {"apiVersion", "kind", "domainID", "allocationMode"}) {
     if (parameters.contains(key)) out[key] = parameters.at(key);
   }
-  if (out.value("kind", "") != api::kComputeDomainChannelConfigKind) out.erase("allocationMode");
+  if (json_access::StringOr(out, "kind") != api::kComputeDomainChannelConfigKind) {
+    out.erase("allocationMode");
+  }
   return out;
 }
 

@@ -179,6 +179,22 @@ TEST(PreparedClaimTest, RoundTripIncludingAborted) {
 
   c.prepared_devices["devices"][0]["type"] = "gpu";
   EXPECT_THAT(DecodeRecord(c).status().message(), HasSubstr("unknown value \"gpu\""));
+
+  // A member of the wrong type is an error naming its path (checked reads, json_access.h).
+  c.prepared_devices["devices"][0]["type"] = "channel";
+  c.prepared_devices["devices"][0]["id"] = "7";
+  EXPECT_EQ(DecodeRecord(c).status().message(),
+            "checkpoint entry of claim u: preparedDevices.devices[0].id: expected integer, got "
+            "string");
+  c.prepared_devices["devices"][0]["id"] = 7;
+  c.prepared_devices["devices"][0]["cdiDeviceIDs"] = {"a", 5};
+  EXPECT_EQ(DecodeRecord(c).status().message(),
+            "checkpoint entry of claim u: preparedDevices.devices[0].cdiDeviceIDs[1]: expected "
+            "string, got integer");
+  c.prepared_devices["devices"] = {5};
+  EXPECT_EQ(DecodeRecord(c).status().message(),
+            "checkpoint entry of claim u: preparedDevices.devices[0]: expected object, got "
+            "integer");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/cdplugin/errors.h"
+#include "lib/common/json_access.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/errors.h"
@@ -116,7 +117,7 @@ absl::StatusOr<std::optional<std::string>> KubeDomainApi::ClaimUid(const std::st
   if (absl::IsNotFound(j.status())) return std::optional<std::string>();
   RETURN_IF_ERROR(j.status());
   return std::optional<std::string>(
-      j->value("metadata", nlohmann::json::object()).value("uid", ""));
+      json_access::StringOr(json_access::MemberOrNull(*j, "metadata"), "uid"));
 }
 
 absl::Status KubeDomainApi::PatchNodeLabel(const std::string& key, const std::string& value) {

@@ -27,6 +27,7 @@
 #include "lib/k8s/client.h"
 #include "lib/k8s/events.h"
 #include "lib/k8s/rest_config.h"
+#include "lib/k8s/wire_decode.h"
 #include "lib/kubeletplugin/claim_source.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
@@ -54,6 +55,8 @@ struct PluginApp::Parts {
   metrics::Registry registry;
   std::unique_ptr<gpu::DriverMetrics> driver_metrics;
   metrics::Family<metrics::Counter>* corruptions = nullptr;
+  // nvidia_dra_undecodable_objects_total; after `registry`, so that it goes first.
+  std::unique_ptr<k8s::UndecodableObjectsMetric> undecodable;
   std::unique_ptr<driverroot::DriverRoot> root;
   std::unique_ptr<nvml::Nvml> nvml;  // kept for the clique ID refresh
   std::string driver_version;
@@ -207,6 +210,7 @@ absl::Status PluginApp::ConnectToApiServer() {
       std::make_unique<gpu::DriverMetrics>(&p.registry, kDriverName, config_.node_name);
   p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
                                         "Corrupt checkpoints moved aside and replaced.", {});
+  p.undecodable = std::make_unique<k8s::UndecodableObjectsMetric>(&p.registry);
   return absl::OkStatus();
 }
 
@@ -282,6 +286,7 @@ absl::Status PluginApp::StartDomainCache() {
   }
   p.state =
       std::make_unique<DeviceState>(DeviceStateOptions{.node_name = config_.node_name,
+                                                       .driver_namespace = config_.namespace_name,
                                                        .plugin_dir = p.plugin_dir,
                                                        .clique_id = p.clique_id,
                                                        .imex_channels_major = p.channels_major,

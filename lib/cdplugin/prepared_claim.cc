@@ -1,7 +1,11 @@
 #include "lib/cdplugin/prepared_claim.h"
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "lib/api/types.h"
+#include "lib/common/json_access.h"
 
 namespace dra::cdplugin {
 
@@ -59,42 +63,69 @@ absl::StatusOr<ClaimRecord> DecodeRecord(const checkpoint::PreparedClaim& claim)
         absl::StrCat("checkpoint entry of claim ", claim.uid, ": preparedDevices.", what));
   };
   if (!j.is_object()) return bad("want an object");
-  try {
-    const std::string phase = j.value("phase", "");
-    if (phase == "PrepareAborted") {
-      r.phase = Phase::kAborted;
-      std::string err;
-      if (!absl::ParseTime(absl::RFC3339_full, j.value("abortedAt", ""), &r.aborted_at, &err)) {
-        r.aborted_at = absl::InfinitePast();  // expires at the next cleanup
-      }
-    } else if (phase == "PrepareCompleted") {
-      r.phase = Phase::kCompleted;
-    } else if (phase == "PrepareStarted") {
-      r.phase = Phase::kStarted;
-    } else if (!phase.empty()) {
-      return bad(absl::StrCat("phase: unknown value \"", phase, "\""));
+  // Checked reads (lib/common/json_access.h): a member of the wrong type is an error naming it.
+  auto str = [&](const nlohmann::json& obj, const std::string& path,
+                 const char* key) -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::optional<std::string>> v = json_access::GetOptionalString(obj, path, key);
+    if (!v.ok()) return bad(v.status().message());
+    return v->value_or("");
+  };
+  ASSIGN_OR_RETURN(const std::string phase, str(j, "", "phase"));
+  if (phase == "PrepareAborted") {
+    r.phase = Phase::kAborted;
+    ASSIGN_OR_RETURN(const std::string aborted_at, str(j, "", "abortedAt"));
+    std::string err;
+    if (!absl::ParseTime(absl::RFC3339_full, aborted_at, &r.aborted_at, &err)) {
+      r.aborted_at = absl::InfinitePast();  // expires at the next cleanup
     }
-    for (const nlohmann::json& dj : j.value("devices", nlohmann::json::array())) {
-      RecordedDevice d;
-      d.request = dj.value("request", "");
-      d.pool = dj.value("pool", "");
-      d.device = dj.value("device", "");
-      const std::string type = dj.value("type", "");
-      if (type == "channel") {
-        d.type = DeviceType::kChannel;
-      } else if (type == "daemon") {
-        d.type = DeviceType::kDaemon;
-      } else {
-        return bad(absl::StrCat("devices[].type: unknown value \"", type, "\""));
-      }
-      d.id = dj.value("id", 0);
-      d.domain_id = dj.value("domainID", "");
-      d.allocation_mode = dj.value("allocationMode", "");
-      d.cdi_device_ids = dj.value("cdiDeviceIDs", std::vector<std::string>{});
-      r.devices.push_back(std::move(d));
+  } else if (phase == "PrepareCompleted") {
+    r.phase = Phase::kCompleted;
+  } else if (phase == "PrepareStarted") {
+    r.phase = Phase::kStarted;
+  } else if (!phase.empty()) {
+    return bad(absl::StrCat("phase: unknown value \"", phase, "\""));
+  }
+  absl::StatusOr<const nlohmann::json*> devices = json_access::GetOptionalArray(j, "", "devices");
+  if (!devices.ok()) return bad(devices.status().message());
+  if (*devices == nullptr) return r;
+  for (size_t i = 0; i < (*devices)->size(); ++i) {
+    const nlohmann::json& dj = (**devices)[i];
+    const std::string path = json_access::IndexPath("devices", i);
+    if (absl::Status s = json_access::ExpectObject(dj, path); !s.ok()) return bad(s.message());
+    RecordedDevice d;
+    ASSIGN_OR_RETURN(d.request, str(dj, path, "request"));
+    ASSIGN_OR_RETURN(d.pool, str(dj, path, "pool"));
+    ASSIGN_OR_RETURN(d.device, str(dj, path, "device"));
+    ASSIGN_OR_RETURN(const std::string type, str(dj, path, "type"));
+    if (type == "channel") {
+      d.type = DeviceType::kChannel;
+    } else if (type == "daemon") {
+      d.type = DeviceType::kDaemon;
+    } else {
+      return bad(absl::StrCat("devices[].type: unknown value \"", type, "\""));
     }
-  } catch (const nlohmann::json::exception& e) {
-    return bad(e.what());
+    if (const nlohmann::json* id = json_access::Find(dj, "id"); id != nullptr) {
+      const std::string id_path = json_access::MemberPath(path, "id");
+      if (absl::Status s = json_access::DecodeInt32(*id, id_path, &d.id); !s.ok()) {
+        return bad(s.message());
+      }
+    }
+    ASSIGN_OR_RETURN(d.domain_id, str(dj, path, "domainID"));
+    ASSIGN_OR_RETURN(d.allocation_mode, str(dj, path, "allocationMode"));
+    absl::StatusOr<const nlohmann::json*> ids =
+        json_access::GetOptionalArray(dj, path, "cdiDeviceIDs");
+    if (!ids.ok()) return bad(ids.status().message());
+    if (*ids != nullptr) {
+      const std::string ids_path = json_access::MemberPath(path, "cdiDeviceIDs");
+      for (size_t k = 0; k < (*ids)->size(); ++k) {
+        std::string id;
+        absl::Status s =
+            json_access::DecodeString((**ids)[k], json_access::IndexPath(ids_path, k), &id);
+        if (!s.ok()) return bad(s.message());
+        d.cdi_device_ids.push_back(std::move(id));
+      }
+    }
+    r.devices.push_back(std::move(d));
   }
   return r;
 }

@@ -320,6 +320,7 @@ absl::Status PluginApp::ConnectToApiServer() {
       "nvidia_dra_device_health_recoveries_total",
       "Devices whose XID or GPU-lost taint was removed after the health recovery quiet period.",
       {"device"});
+  p.undecodable = std::make_unique<k8s::UndecodableObjectsMetric>(&p.registry);
   return absl::OkStatus();
 }
 

@@ -45,6 +45,7 @@
 #include "lib/k8s/client.h"
 #include "lib/k8s/events.h"
 #include "lib/k8s/objects_core.h"
+#include "lib/k8s/wire_decode.h"
 #include "lib/kubeletplugin/claim_cache.h"
 #include "lib/kubeletplugin/claim_source.h"
 #include "lib/kubeletplugin/plugin_server.h"
@@ -81,6 +82,8 @@ struct PluginApp::Parts {
   metrics::Family<metrics::Gauge>* degraded = nullptr;
   metrics::Family<metrics::Counter>* corruptions = nullptr;
   metrics::Family<metrics::Counter>* health_recoveries = nullptr;
+  // nvidia_dra_undecodable_objects_total; after `registry`, so that it goes first.
+  std::unique_ptr<k8s::UndecodableObjectsMetric> undecodable;
   std::unique_ptr<driverroot::DriverRoot> root;
   Inventory inventory;
   // DynamicMIG with a counter set to publish: partitionable slices in this layout (by the API

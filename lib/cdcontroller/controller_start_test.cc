@@ -1,0 +1,90 @@
+// Controller::Start against a fake API server (no cluster): the informers' first lists must sync
+// whatever objects the API server holds.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/cdcontroller/controller.h"
+#include "lib/k8s/client.h"
+#include "lib/k8s/wire_decode.h"
+#include "test/support/canned_http_server.h"
+
+namespace dra::cdcontroller {
+namespace {
+
+using dra::testing::CannedHttpServer;
+
+std::string Nested(int levels) {
+  std::string out;
+  for (int i = 0; i < levels; ++i) out += R"({"a":)";
+  return out + "1" + std::string(levels, '}');
+}
+
+// A workload ResourceClaimTemplate with the controller's labels for domain `domain_uid`, whose
+// opaque parameters are `parameters`.
+std::string ClaimTemplate(const std::string& name, const std::string& domain_uid,
+                          const std::string& parameters) {
+  return absl::StrCat(
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":")",
+      name, R"(","namespace":"ns","uid":"uid-)", name, R"(","resourceVersion":"3","labels":{")",
+      k8s::kComputeDomainLabel, R"(":")", domain_uid, R"(",")", k8s::kComputeDomainTargetLabel,
+      R"(":")", k8s::kComputeDomainTargetWorkload,
+      R"("}},"spec":{"spec":{"devices":{"config":[{"opaque":{"driver":"compute-domain.nvidia.com",)",
+      R"("parameters":)", parameters, "}}]}}}}");
+}
+
+std::string Page(const std::vector<std::string>& items) {
+  std::string out = R"({"metadata":{"resourceVersion":"10"},"items":[)";
+  for (size_t i = 0; i < items.size(); ++i) absl::StrAppend(&out, i ? "," : "", items[i]);
+  return out + "]}";
+}
+
+// Before: one template the client cannot read (nested deeper than 512 levels, which the API
+// server accepts) failed every list of the templates, so Start never synced.
+TEST(ControllerStartTest, SyncsAndWorksWithAnUnreadableClaimTemplateAmongNormalOnes) {
+  const std::string normal = ClaimTemplate("normal", "gone-domain", "{}");
+  const std::string deep = ClaimTemplate("deep", "other-gone-domain", Nested(10000));
+  CannedHttpServer server([&](const std::string& line) -> CannedHttpServer::Reply {
+    if (line.find("watch=true") != std::string::npos) return {200, "", ""};
+    if (line.rfind("GET ", 0) == 0 && line.find("/resourceclaimtemplates") != std::string::npos) {
+      // The garbage collector's list of one domain's templates (by label) holds only that one.
+      if (line.find("gone-domain") != std::string::npos &&
+          line.find("other-gone-domain") == std::string::npos) {
+        return {200, Page({normal}), ""};
+      }
+      return {200, Page({normal, deep}), ""};
+    }
+    if (line.rfind("GET ", 0) == 0) return {200, Page({}), ""};
+    return {404, R"({"kind":"Status","code":404,"reason":"NotFound"})", ""};
+  });
+  k8s::RestConfig rest;
+  rest.server = server.url();
+  auto client = k8s::Client::Create(rest);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto controller = Controller::Create(client->get(), ControllerConfig{}, nullptr);
+  ASSERT_TRUE(controller.ok()) << controller.status();
+  absl::Status started = (*controller)->Start(absl::Seconds(20));
+  ASSERT_TRUE(started.ok()) << started;
+  // The others are served: the normal template of a domain that no longer exists is collected.
+  auto deleted = [&] {
+    for (const auto& request : server.requests()) {
+      const std::string& line = request.first;
+      if (line.find("DELETE ") == 0 &&
+          line.find("/resourceclaimtemplates/normal") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (int i = 0; i < 2000 && !deleted(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(deleted());
+  (*controller)->Stop();
+  EXPECT_GE(k8s::UndecodableCount("resourceclaimtemplates.resource.k8s.io"), 1);
+}
+
+}  // namespace
+}  // namespace dra::cdcontroller
