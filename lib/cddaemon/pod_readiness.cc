@@ -1,6 +1,7 @@
 #include "lib/cddaemon/pod_readiness.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/common/json_access.h"
 
 namespace dra::cddaemon {
 
@@ -13,7 +14,9 @@ bool PodIsReady(const nlohmann::json& pod) {
   auto conditions = status->find("conditions");
   if (conditions == status->end() || !conditions->is_array()) return false;
   for (const nlohmann::json& c : *conditions) {
-    if (c.is_object() && c.value("type", "") == "Ready") return c.value("status", "") == "True";
+    if (json_access::StringOr(c, "type") == "Ready") {
+      return json_access::StringOr(c, "status") == "True";
+    }
   }
   return false;
 }
