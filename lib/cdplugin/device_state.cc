@@ -109,6 +109,20 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
                                          ": ComputeDomain daemon claims are not supported when "
                                          "imex.mode=hostManaged"));
     }
+    // A daemon device hands out the domain's IMEX directory and the fabric-imex-mgmt capability:
+    // only the driver's own IMEX DaemonSets, in the driver namespace, may claim one.
+    if (d.type == DeviceType::kDaemon &&
+        (options_.driver_namespace.empty() ||
+         claim.metadata.namespace_name != options_.driver_namespace)) {
+      return PermanentError(absl::StrCat(
+          "claim ", ref, ", device ", d.result.device,
+          ": a ComputeDomain daemon device may only be claimed in the driver namespace \"",
+          options_.driver_namespace,
+          "\" (by the IMEX daemons the driver runs there), not in namespace \"",
+          claim.metadata.namespace_name,
+          "\"; a workload claims an IMEX channel (DeviceClass "
+          "compute-domain-default-channel.nvidia.com) of a ComputeDomain in its own namespace"));
+    }
     if (d.type != DeviceType::kChannel) continue;
     auto domain = api_->FindDomain(d.domain_id());
     if (domain == nullptr) {

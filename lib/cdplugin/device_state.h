@@ -8,7 +8,9 @@
 //      same allocation is a permanent error ("stale prepare"); no allocation is permanent;
 //   2. the configs (claim_configs.h; errors permanent);
 //   3. channel devices: the ComputeDomain must be in the informer cache and in the claim's
-//      namespace (permanent otherwise);
+//      namespace (permanent otherwise); daemon devices: the claim must be in the driver
+//      namespace (permanent otherwise: the device hands out the domain's IMEX directory and the
+//      fabric-imex-mgmt capability, which only the driver's IMEX DaemonSets may have);
 //   4. checkpoint: no device of the claim may be held by another PrepareCompleted claim
 //      (retryable: "channel 0 already allocated by claim <uid> (according to checkpoint)");
 //      the claim is recorded PrepareStarted with its devices;
@@ -63,7 +65,10 @@
 namespace dra::cdplugin {
 
 struct DeviceStateOptions {
-  std::string node_name;   // the pool name
+  std::string node_name;  // the pool name
+  // The driver's namespace: the only one whose claims may have daemon devices (the IMEX
+  // DaemonSets' pods). Empty refuses every daemon device.
+  std::string driver_namespace;
   std::string plugin_dir;  // <data dir>: domains/ lives here
   std::string clique_id;   // "" on a node without NVLink fabric; see SetCliqueId
   int64_t imex_channels_major = 0;

@@ -47,7 +47,28 @@ TEST_F(DeviceStateTest, DaemonClaimGetsEnvMountsAndCapability) {
   EXPECT_EQ(e.device_nodes[0].file_mode, 0400u);
   EXPECT_EQ(PhaseOf("d1"), Phase::kCompleted);
   EXPECT_EQ(api_.label, "");  // daemon claims do not label the node
-  // The daemon claim has no namespace check: it lives in the driver namespace.
+  // The daemon claim is in the driver namespace (driver-ns), not the domain's.
+}
+
+// A daemon device hands out the domain's IMEX directory and the fabric-imex-mgmt capability:
+// only the driver's own IMEX DaemonSet pods, in the driver namespace, may have one. A claim from
+// any other namespace (a tenant's pod claiming another domain's daemon) is refused for good, and
+// nothing is recorded or written.
+TEST_F(DeviceStateTest, DaemonClaimOutsideTheDriverNamespaceIsPermanentlyRefused) {
+  api_.AddDomain("cd-1", "victim-ns", "their-domain");
+  auto r = state_->Prepare(
+      Claim("t1", "tenant-ns", "daemon-0", Params("ComputeDomainDaemonConfig", "cd-1")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(IsPermanent(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("claim tenant-ns/claim-t1"));
+  EXPECT_THAT(r.status().message(), HasSubstr("device daemon-0"));
+  EXPECT_THAT(r.status().message(), HasSubstr("namespace \"tenant-ns\""));
+  EXPECT_THAT(r.status().message(), HasSubstr("driver namespace \"driver-ns\""));
+  EXPECT_EQ(PhaseOf("t1"), std::nullopt);
+  EXPECT_FALSE(fs::exists(SpecPath("t1")));
+  EXPECT_FALSE(fs::exists(plugin_dir() + "/domains/cd-1"));
+  // The driver's own daemon claim of the same domain still prepares.
+  EXPECT_TRUE(state_->Prepare(DaemonClaim("d1", "cd-1")).ok());
 }
 
 TEST_F(DeviceStateTest, DaemonClaimOfUnknownDomainIsRetryable) {

@@ -166,6 +166,7 @@ class DeviceStateTest : public ::testing::Test {
     cdi_ = *std::move(cdi);
     state_ = std::make_unique<DeviceState>(
         DeviceStateOptions{.node_name = "node-a",
+                           .driver_namespace = "driver-ns",
                            .plugin_dir = plugin_dir(),
                            .clique_id = clique,
                            .imex_channels_major = mock_nvml::kNvidiaCapsImexChannelsMajor,
