@@ -31,7 +31,9 @@ setup() {
 }
 
 teardown() {
-  # Workloads first (their claims are unprepared, the node labels removed), then the domains.
+  # Workloads first (their claims are unprepared, the node labels removed), then the domains. The
+  # tenant namespace too: its pod holds a node's daemon device until it is gone.
+  kubectl delete namespace "$E2E_NS-tenant" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
   k delete pods --all --wait=true --timeout=60s >/dev/null 2>&1 || true
   k delete computedomains --all --wait=true --timeout=60s >/dev/null 2>&1 || true
 }
@@ -121,6 +123,63 @@ EOF2
     'k get events --field-selector involvedObject.name=w1,reason=FailedPrepareDynamicResources -o json |
        jq -e "[.items[].message | select(test(\"error preparing devices for claim [^ ]+/[^ ]+: permanent error .*unexpectedField\"))] | length > 0" >/dev/null'
   [ "$(k get pod w1 -o jsonpath='{.status.phase}')" = Pending ]
+}
+
+@test "a tenant's claim on another domain's daemon device is refused for good: no IMEX directory, no CDI spec" {
+  local uid tenant=$E2E_NS-tenant cuid
+  compute_domain cd-victim
+  uid=$(cd_uid cd-victim)
+  kubectl create namespace "$tenant" >/dev/null
+  # What a user outside the driver namespace could write: a daemon device of the class the
+  # driver's own IMEX DaemonSets use, configured for someone else's domain.
+  kubectl -n "$tenant" apply -f - >/dev/null <<EOF2
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: stolen-daemon}
+spec:
+  devices:
+    requests:
+    - name: daemon
+      exactly: {deviceClassName: compute-domain-daemon.nvidia.com}
+    config:
+    - requests: [daemon]
+      opaque:
+        driver: compute-domain.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: ComputeDomainDaemonConfig
+          domainID: $uid
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: thief}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $N3}
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: ctr
+    image: $DRA_WORKLOAD_IMAGE
+    imagePullPolicy: Never
+    command: [sh, -c, "ls /imexd; $SLEEP"]
+    resources:
+      claims: [{name: daemon}]
+  resourceClaims:
+  - name: daemon
+    resourceClaimName: stolen-daemon
+EOF2
+  # The error names the claim, its namespace and the one namespace allowed.
+  thief_refused() {
+    kubectl -n "$tenant" get events --field-selector involvedObject.name=thief,reason=FailedPrepareDynamicResources \
+      -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep 'permanent error' |
+      grep -F "claim $tenant/stolen-daemon" | grep -qF "driver namespace \"$DRIVER_NS\""
+  }
+  wait_for 60 "a FailedPrepareDynamicResources event on $tenant/thief naming the driver namespace" thief_refused
+  [ "$(kubectl -n "$tenant" get pod thief -o jsonpath='{.status.phase}')" = Pending ]
+  cuid=$(kubectl -n "$tenant" get resourceclaim stolen-daemon -o jsonpath='{.metadata.uid}')
+  # Nothing was handed out: no CDI spec for the claim, no IMEX directory for the domain.
+  [ ! -e "$(node_var 3 CDI_DYNAMIC_DIR)/k8s.compute-domain.nvidia.com-claim_$cuid.json" ]
+  [ ! -e "$(node_var 3 KUBELET_DIR)/plugins/compute-domain.nvidia.com/domains/$uid" ]
+  kubectl delete namespace "$tenant" --wait=true --timeout=60s >/dev/null
 }
 
 @test "two ComputeDomains on the same nodes stay isolated: the second waits for the node, then forms its own domain" {
