@@ -80,8 +80,9 @@ void Objects(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<nlohmann::json> j = json_access::Parse(text);
   if (j.ok()) DecodeObject(*j);
-  // As the client reads a list page: an item nested too deep is set apart, never a failure.
-  absl::StatusOr<ListPage> page = ParseListPage(text);
+  // As the client reads a list page (a second parse only where the first refused the nesting):
+  // an item nested too deep is set apart, never a failure.
+  absl::StatusOr<ListPage> page = j.ok() ? DecodeListPage(*std::move(j)) : ParseListPage(text);
   if (!page.ok()) return;
   for (const nlohmann::json& item : page->items) {
     if (!item.is_object()) Violation("list item is not an object");
