@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -227,6 +228,43 @@ TEST_F(HttpsServerTest, CertificateIsReloadedForNewConnections) {
   ASSERT_NE(c5, nullptr);
   EXPECT_EQ(c5->PeerCommonName(), "server-5");
   EXPECT_EQ(certs_->reloads(), 2);
+}
+
+// TLS 1.2 is ECDHE with an AEAD cipher only: a client that offers RSA key exchange, DHE or CBC
+// suites alone gets no handshake, whatever the certificate's key (an RSA key allows the most).
+TEST_F(HttpsServerTest, Tls12NegotiatesOnlyEcdheAeadSuites) {
+  for (testing::KeyType key : {testing::KeyType::kRsa2048, testing::KeyType::kEcP256}) {
+    const bool rsa = key == testing::KeyType::kRsa2048;
+    SCOPED_TRACE(rsa ? "RSA certificate" : "ECDSA certificate");
+    auto leaf = testing::GenerateServerCert(ca_, "server-1", {"127.0.0.1"}, key);
+    ASSERT_TRUE(leaf.ok()) << leaf.status();
+    ReplaceFile(key_file_, leaf->key);
+    ReplaceFile(cert_file_, leaf->cert + ca_.cert);
+    server_.reset();
+    StartServer();
+    for (const char* refused :
+         {"AES128-GCM-SHA256", "AES256-GCM-SHA384", "AES128-SHA", "AES256-SHA256",
+          "DHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA", "ECDHE-ECDSA-AES128-SHA",
+          "ECDHE-RSA-AES256-SHA384", "ECDHE-ECDSA-AES256-SHA384"}) {
+      absl::StatusOr<std::string> got = testing::Tls12Handshake(server_->port(), refused);
+      EXPECT_FALSE(got.ok()) << refused << " was negotiated: " << *got;
+    }
+    const std::vector<std::string> accepted =
+        rsa ? std::vector<std::string>{"ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
+                                       "ECDHE-RSA-CHACHA20-POLY1305"}
+            : std::vector<std::string>{"ECDHE-ECDSA-AES128-GCM-SHA256",
+                                       "ECDHE-ECDSA-AES256-GCM-SHA384",
+                                       "ECDHE-ECDSA-CHACHA20-POLY1305"};
+    for (const std::string& suite : accepted) {
+      absl::StatusOr<std::string> got = testing::Tls12Handshake(server_->port(), suite);
+      ASSERT_TRUE(got.ok()) << suite << ": " << got.status();
+      EXPECT_EQ(*got, suite);
+    }
+    // A client that offers everything gets an ECDHE suite.
+    absl::StatusOr<std::string> any = testing::Tls12Handshake(server_->port(), "ALL:@SECLEVEL=0");
+    ASSERT_TRUE(any.ok()) << any.status();
+    EXPECT_TRUE(absl::StartsWith(*any, "ECDHE-")) << *any;
+  }
 }
 
 TEST_F(HttpsServerTest, UntrustedCaIsRejectedByTheClient) {

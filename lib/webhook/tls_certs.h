@@ -72,6 +72,10 @@ class ServingCertificate {
   int reloads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// The TLS 1.2 suites the server accepts (OpenSSL names): ECDHE key exchange with AES-GCM or
+// ChaCha20-Poly1305 only (docs/webhook.md "TLS").
+extern const char kTls12CipherList[];
+
 // Builds a server context from the two files (exposed for tests and the benchmark).
 absl::StatusOr<std::shared_ptr<SSL_CTX>> NewServerContext(const std::string& cert_file,
                                                           const std::string& key_file);

@@ -130,10 +130,10 @@ absl::StatusOr<Pem> GenerateCa(absl::string_view common_name) {
 }
 
 absl::StatusOr<Pem> GenerateServerCert(const Pem& ca, absl::string_view common_name,
-                                       const std::vector<std::string>& sans) {
+                                       const std::vector<std::string>& sans, KeyType key_type) {
   ASSIGN_OR_RETURN(CertPtr ca_cert, ReadCert(ca.cert));
   ASSIGN_OR_RETURN(KeyPtr ca_key, ReadKey(ca.key));
-  KeyPtr key(EVP_EC_gen("P-256"));
+  KeyPtr key(key_type == KeyType::kRsa2048 ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256"));
   if (key == nullptr) return SslError("generate key");
   std::vector<std::string> entries;
   for (const std::string& san : sans) {
@@ -210,6 +210,46 @@ absl::StatusOr<std::unique_ptr<TlsClient>> TlsClient::Connect(int port, absl::st
   SSL_set_fd(ssl, fd);
   if (SSL_connect(ssl) != 1) return SslError("TLS handshake");
   return client;
+}
+
+absl::StatusOr<std::string> Tls12Handshake(int port, absl::string_view tls12_ciphers) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoToStatus(errno, "socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    absl::Status s = ErrnoToStatus(errno, absl::StrCat("connect to port ", port));
+    ::close(fd);
+    return s;
+  }
+  timeval tv{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ERR_clear_error();
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()),
+                                                        SSL_CTX_free);
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  SSL_CTX_set_max_proto_version(ctx.get(), TLS1_2_VERSION);
+  // Security level 0: also suites the default level would not offer (the server is what refuses).
+  SSL_CTX_set_security_level(ctx.get(), 0);
+  if (SSL_CTX_set_cipher_list(ctx.get(), std::string(tls12_ciphers).c_str()) != 1) {
+    ::close(fd);
+    return SslError(absl::StrCat("cipher list ", tls12_ciphers));
+  }
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+  SSL_set_fd(ssl.get(), fd);
+  absl::StatusOr<std::string> out = std::string();
+  if (SSL_connect(ssl.get()) != 1) {
+    out = SslError("TLS handshake");
+  } else {
+    out = std::string(SSL_get_cipher_name(ssl.get()));
+    SSL_shutdown(ssl.get());
+  }
+  ssl.reset();
+  ::close(fd);
+  ERR_clear_error();
+  return out;
 }
 
 TlsClient::~TlsClient() {

@@ -25,10 +25,19 @@ struct Pem {
 
 // A self-signed CA certificate valid from an hour ago for a day.
 absl::StatusOr<Pem> GenerateCa(absl::string_view common_name);
+// The key of a generated server certificate.
+enum class KeyType { kEcP256, kRsa2048 };
+
 // A server certificate signed by `ca` with the given subjectAltNames: entries that parse as IP
 // addresses become IP SANs, others DNS SANs.
 absl::StatusOr<Pem> GenerateServerCert(const Pem& ca, absl::string_view common_name,
-                                       const std::vector<std::string>& sans);
+                                       const std::vector<std::string>& sans,
+                                       KeyType key_type = KeyType::kEcP256);
+
+// One TLS 1.2 handshake with 127.0.0.1:`port`, offering only `tls12_ciphers` (an OpenSSL cipher
+// list) and no TLS 1.3; the server's certificate is not verified. Returns the negotiated suite's
+// OpenSSL name, or the handshake's error.
+absl::StatusOr<std::string> Tls12Handshake(int port, absl::string_view tls12_ciphers);
 
 // The subject common name of a PEM certificate.
 absl::StatusOr<std::string> CommonNameOf(absl::string_view cert_pem);
