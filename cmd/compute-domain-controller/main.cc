@@ -35,7 +35,7 @@ int RunCleanupCommand(int argc, char** argv, dra::SignalHandler* signals) {
   dra::cdcontroller::AddCleanupFlags(flags, &options);
   flags.SetVersion(DRA_VERSION);
   flags.ParseOrExit(argc, argv);
-  flags.LogValues();
+  flags.LogStartupConfig(/*gates=*/nullptr);
   absl::Status s = dra::cdcontroller::RunCleanup(options, signals);
   if (!s.ok()) {
     DRA_ERROR("cleanup failed", "err", s);
@@ -74,8 +74,7 @@ int main(int argc, char** argv) {
   dra::cdcontroller::AddControllerFlags(flags, &options, &gates);
   flags.SetVersion(DRA_VERSION);
   flags.ParseOrExit(argc, argv);
-  flags.LogValues();
-  DRA_INFO("feature gates", "gates", gates.ToString());
+  flags.LogStartupConfig(&gates);
   // SIGUSR2 dumps every thread's stack, as the Go controller does for its goroutines.
   dra::InstallStackDumpHandler();
   (*signals)->OnUsr2(

@@ -91,8 +91,7 @@ int main(int argc, char** argv) {
   }
   (*signals)->OnUsr2(
       [] { (void)dra::DumpAllThreadStacks("/tmp/compute-domain-daemon-stacks.dump"); });
-  flags.LogValues();
-  DRA_INFO("feature gates", "gates", gates.ToString());
+  flags.LogStartupConfig(&gates);
   absl::Status s = dra::cddaemon::RunDaemon(c, signals->get());
   if (!s.ok()) {
     DRA_ERROR("compute-domain-daemon failed", "err", s);

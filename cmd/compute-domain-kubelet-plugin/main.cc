@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   flags.AddFeatureGatesFlag(&gates);
   flags.SetVersion(DRA_VERSION);
   flags.ParseOrExit(argc, argv);
-  flags.LogValues();
+  flags.LogStartupConfig(&gates);
 
   absl::Status s = dra::cdplugin::RunPlugin(c, signals->get());
   if (!s.ok()) {

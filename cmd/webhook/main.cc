@@ -73,8 +73,7 @@ int main(int argc, char** argv) {
                    gates.KnownGatesHelp()));
   flags.SetVersion(DRA_VERSION);
   flags.ParseOrExit(argc, argv);
-  flags.LogValues();
-  DRA_INFO("feature gates", "gates", gates.ToString());
+  flags.LogStartupConfig(&gates);
 
   absl::Status s = dra::webhook::RunWebhook(c, signals->get());
   if (!s.ok()) {

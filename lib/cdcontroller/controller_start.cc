@@ -32,6 +32,8 @@ k8s::ListOptions LabelExistsWithTarget(absl::string_view target) {
 }  // namespace
 
 absl::Status Controller::Start(absl::Duration sync_timeout) {
+  // The public controller's first line once it runs (docs/compatibility.md "Log lines").
+  DRA_INFO("Starting ComputeDomain Controller", "namespace", config_.driver_namespace);
   const absl::Duration resync = config_.informer_resync;
   domains_ = std::make_unique<k8s::Informer<ComputeDomain>>(client_, config_.watch_namespace,
                                                             k8s::ListOptions{}, resync);

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/cdcontroller/controller.h"
+#include "lib/common/log.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/wire_decode.h"
 #include "test/support/canned_http_server.h"
@@ -67,8 +68,16 @@ TEST(ControllerStartTest, SyncsAndWorksWithAnUnreadableClaimTemplateAmongNormalO
   ASSERT_TRUE(client.ok()) << client.status();
   auto controller = Controller::Create(client->get(), ControllerConfig{}, nullptr);
   ASSERT_TRUE(controller.ok()) << controller.status();
+  std::vector<std::string> lines;
+  log::SetVerbosity(0);
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
   absl::Status started = (*controller)->Start(absl::Seconds(20));
+  log::SetSink(nullptr);
   ASSERT_TRUE(started.ok()) << started;
+  // The public controller's start line, at level 0 (docs/compatibility.md "Log lines").
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines[0], ::testing::HasSubstr(
+                            "] \"Starting ComputeDomain Controller\" namespace=\"default\"\n"));
   // The others are served: the normal template of a domain that no longer exists is collected.
   auto deleted = [&] {
     for (const auto& request : server.requests()) {

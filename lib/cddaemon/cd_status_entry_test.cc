@@ -1,11 +1,20 @@
 #include "lib/cddaemon/cd_status_entry.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/cddaemon/cd_status_registrar.h"
+#include "lib/common/log.h"
+#include "lib/k8s/client.h"
+#include "test/support/canned_http_server.h"
 
 namespace dra::cddaemon {
 namespace {
 
+using dra::testing::CannedHttpServer;
 using ::testing::HasSubstr;
 
 k8s::ComputeDomainNode Node(std::string name, std::string clique, int64_t index) {
@@ -75,6 +84,49 @@ TEST(SameCliqueDaemonsTest, FiltersAndKeepsOrder) {
   EXPECT_EQ(d[0].node_name, "b");
   EXPECT_EQ(d[1].node_name, "a");
   EXPECT_EQ(d[1].ip_address, "10.2.0.0");
+}
+
+// CdStatusRegistrar when the daemon leaves its ComputeDomain, against a canned API server (its
+// syncing is covered by cd_status_registrar_integration_test.cc).
+// The public driver's line when a daemon leaves (docs/compatibility.md "Log lines"), at level 0,
+// with the "from ComputeDomain <namespace>/<name>" its e2e tests grep for.
+TEST(CdStatusRegistrarTest, LeavingLogsTheRemovedNodeAtLevelZero) {
+  k8s::ComputeDomain cd;
+  cd.metadata.namespace_name = "default";
+  cd.metadata.name = "imex-channel-injection";
+  cd.metadata.uid = "cd-uid";
+  k8s::ComputeDomainNode me;
+  me.name = "node-a";
+  me.ip_address = "10.2.0.7";
+  me.clique_id = "c1";
+  cd.status.nodes = {me};
+  const std::string body = cd.ToJson().dump();
+  CannedHttpServer server([&](const std::string& line) -> CannedHttpServer::Reply {
+    if (line.find("/computedomains/imex-channel-injection") != std::string::npos) {
+      return {200, body, ""};
+    }
+    return {404, R"({"kind":"Status","code":404,"reason":"NotFound"})", ""};
+  });
+  k8s::RestConfig rest;
+  rest.server = server.url();
+  auto client = k8s::Client::Create(rest);
+  ASSERT_TRUE(client.ok()) << client.status();
+  CdStatusRegistrar registrar(
+      client->get(),
+      {.cd_namespace = "default",
+       .cd_name = "imex-channel-injection",
+       .cd_uid = "cd-uid",
+       .me = {.node_name = "node-a", .pod_ip = "10.2.0.7", .clique_id = "c1"}},
+      [](const auto&) { return absl::OkStatus(); });
+  std::vector<std::string> lines;
+  log::SetVerbosity(0);
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  absl::Status s = registrar.Stop(absl::Seconds(10));
+  log::SetSink(nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(absl::StrJoin(lines, ""),
+              HasSubstr("] \"Successfully removed node with IP 10.2.0.7 from ComputeDomain "
+                        "default/imex-channel-injection\"\n"));
 }
 
 }  // namespace

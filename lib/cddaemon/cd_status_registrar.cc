@@ -122,8 +122,10 @@ absl::Status CdStatusRegistrar::RemoveOwnEntry(absl::Duration budget) {
       absl::StatusOr<nlohmann::json> out =
           client_->UpdateStatus(ComputeDomain::kResource, options_.cd_namespace, cd->ToJson());
       if (out.ok()) {
-        DRA_INFO("removed own node from ComputeDomain status", "cd", what_, "ip",
-                 options_.me.pod_ip);
+        // The public driver's line, which its e2e tests grep for (docs/compatibility.md "Log
+        // lines").
+        DRA_INFO(absl::StrCat("Successfully removed node with IP ", options_.me.pod_ip, " from ",
+                              what_));
         return absl::OkStatus();
       }
       last = out.status();

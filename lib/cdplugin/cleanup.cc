@@ -25,15 +25,28 @@ absl::Status Cleanup::RunCheckpointPass() {
   for (const auto& [uid, c] : claims) {
     absl::StatusOr<ClaimRecord> r = DecodeRecord(c);
     if (!r.ok() || r->phase != Phase::kStarted || c.name.empty()) continue;
+    // The public driver's words (docs/compatibility.md "Log lines"): "Checkpointed RC cleanup:".
+    const std::string ref = absl::StrCat(c.namespace_name, "/", c.name, ":", uid);
     absl::StatusOr<std::optional<std::string>> current = api_->ClaimUid(c.namespace_name, c.name);
     if (!current.ok()) {
+      DRA_INFO("Checkpointed RC cleanup: skip for checkpointed claim: lookup failed (retry later)",
+               "claim", ref, "err", current.status());
       if (first_error.ok()) first_error = current.status();
       continue;
     }
-    if (current->has_value() && **current == uid) continue;
-    DRA_INFO("unpreparing a half-prepared claim whose ResourceClaim is gone", "claim",
-             absl::StrCat(c.namespace_name, "/", c.name), "uid", uid);
-    if (absl::Status s = state_->Unprepare(uid); !s.ok() && first_error.ok()) first_error = s;
+    if (current->has_value() && **current == uid) {
+      DRA_VLOG(4, "Checkpointed RC cleanup: partially prepared claim not stale", "claim", ref);
+      continue;
+    }
+    DRA_VLOG(4, "Checkpointed RC cleanup: partially prepared claim is stale", "claim", ref,
+             "reason", current->has_value() ? "UID changed" : "not found in API server");
+    if (absl::Status s = state_->Unprepare(uid); !s.ok()) {
+      DRA_WARNING("Checkpointed RC cleanup: error during unprepare (retried later)", "claim", ref,
+                  "err", s);
+      if (first_error.ok()) first_error = s;
+      continue;
+    }
+    DRA_INFO("Checkpointed RC cleanup: unprepared stale claim", "claim", ref);
   }
   const absl::Time now = clock_->Now();
   RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& m) -> absl::Status {

@@ -2,10 +2,14 @@
 // root, a real checkpoint and real CDI spec files, with the API server faked (DomainApi), and the
 // cleanup (cleanup.h).
 
+#include "absl/strings/str_join.h"
 #include "lib/cdplugin/device_state_test_fixture.h"
+#include "lib/common/log.h"
 
 namespace dra::cdplugin {
 namespace {
+
+using ::testing::Not;
 
 TEST_F(DeviceStateTest, DaemonClaimGetsEnvMountsAndCapability) {
   api_.AddDomain("cd-1", "user-ns", "my-domain");
@@ -281,6 +285,24 @@ TEST_F(DeviceStateTest, CleanupUnpreparesClaimsThatAreGoneAndStaleDomainDirs) {
   ASSERT_TRUE(cleanup.RemoveStaleDomainDirs().ok());
   EXPECT_FALSE(fs::exists(plugin_dir() + "/domains/cd-gone"));
   EXPECT_TRUE(fs::exists(plugin_dir() + "/domains/cd-1"));
+}
+
+// The cleanup's lines in the public driver's words (docs/compatibility.md "Log lines"): the
+// unprepared stale claim at level 0, why it was stale only at -v=4.
+TEST_F(DeviceStateTest, CleanupLogsTheUnpreparedStaleClaimAtLevelZero) {
+  api_.AddDomain("cd-1", "user-ns", "d");
+  ASSERT_FALSE(state_->Prepare(ChannelClaim("c1", "user-ns", "cd-1")).ok());
+  Cleanup cleanup(state_.get(), checkpoint_.get(), &api_, &clock_);
+  std::vector<std::string> lines;
+  log::SetVerbosity(0);
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  absl::Status s = cleanup.RunCheckpointPass();
+  log::SetSink(nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  const std::string all = absl::StrJoin(lines, "");
+  EXPECT_THAT(all, HasSubstr("] \"Checkpointed RC cleanup: unprepared stale claim\" "
+                             "claim=\"user-ns/claim-c1:c1\"\n"));
+  EXPECT_THAT(all, Not(HasSubstr("is stale")));
 }
 
 TEST_F(DeviceStateTest, NodeWithoutFabricGetsNoChannelDevice) {

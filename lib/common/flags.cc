@@ -311,13 +311,42 @@ std::string Flags::Help() const {
   return out;
 }
 
-void Flags::LogValues() const {
+namespace {
+
+// A flag's effective value as text: the value given, or the default (which --help shows quoted
+// for strings and lists: "" and "a" are logged as empty and a).
+std::string EffectiveText(const Flags::Flag& flag) {
+  absl::string_view text = flag.value_text;
+  if (flag.source == FlagSource::kDefault && text.size() >= 2 && text.front() == '"' &&
+      text.back() == '"') {
+    text = text.substr(1, text.size() - 2);
+  }
+  return std::string(text);
+}
+
+}  // namespace
+
+void Flags::LogStartupConfig(const FeatureGates* gates) const {
+  // The public driver prints its effective configuration once at start, at level 0, as
+  // "Feature gates: ...", "Verbosity: ...", "Flags: ..." (docs/compatibility.md "Log lines"); the
+  // same leading words here, one line each so that every line stays whole.
+  if (gates != nullptr) DRA_INFO(absl::StrCat("Feature gates: ", gates->ToString()));
+  DRA_INFO(absl::StrCat("Verbosity: ", log::Verbosity()));
+  std::string pairs;
+  for (const auto& flag : flags_) {
+    if (flag->hidden) continue;
+    absl::StrAppend(&pairs, " ", flag->name, "=");
+    log::internal::AppendQuoted(pairs, EffectiveText(*flag));
+  }
+  log::internal::Write(log::Severity::kInfo, __FILE__, __LINE__, "Flags:", pairs);
+  // Where each value came from: detail for whoever debugs a deployment's settings.
+  if (!log::VEnabled(1)) return;
   for (const auto& flag : flags_) {
     if (flag->hidden) continue;
     std::string source = flag->source == FlagSource::kCommandLine ? "command line"
                          : flag->source == FlagSource::kEnv       ? "env " + flag->source_env
                                                                   : "default";
-    DRA_INFO("flag", "name", flag->name, "value", flag->value_text, "source", source);
+    DRA_INFO("flag", "name", flag->name, "value", EffectiveText(*flag), "source", source);
   }
 }
 

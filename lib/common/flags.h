@@ -137,8 +137,14 @@ class Flags {
   const std::string& command() const { return command_; }
   // Where the flag's value came from in the last Parse; kDefault for unknown names.
   FlagSource Source(absl::string_view name) const;
-  // Logs each visible flag's effective text and source at level 0 (startup config dump).
-  void LogValues() const;
+  // The effective configuration, once at start (every binary's main calls it after Parse), in
+  // the public driver's words (docs/compatibility.md "Log lines"). At level 0:
+  //   "Feature gates: A=true,B=false"   (when `gates` is not null)
+  //   "Verbosity: 4"
+  //   "Flags:" node-name="n1" v="4" ...  (every visible flag's effective value)
+  // At -v=1 also one "flag" line per visible flag with the value's source (command line, env
+  // VAR, default).
+  void LogStartupConfig(const FeatureGates* gates) const;
 
   // For tests: environment lookup (default: getenv) and where help/version go (default: stdout).
   void SetEnvLookupForTest(std::function<std::optional<std::string>(const std::string&)> lookup);

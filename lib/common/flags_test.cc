@@ -406,14 +406,43 @@ TEST(FlagsDeclarationTest, MistakesAreReportedByParse) {
                     HasSubstr("invalid env var name \"lower-case\"")));
 }
 
-TEST_F(FlagsTest, LogValuesReportsSources) {
+// The effective configuration at start, in the public driver's leading words ("Feature gates:",
+// "Verbosity:", "Flags:"), at level 0: written with -v=0 (docs/compatibility.md "Log lines").
+TEST_F(FlagsTest, StartupConfigAtLevelZeroInThePublicDriversWords) {
+  FeatureGates gates;
+  ASSERT_TRUE(gates.Register("TimeSlicingSettings", {.stage = FeatureStage::kAlpha}).ok());
+  flags_.AddLoggingFlags();
+  flags_.AddFeatureGatesFlag(&gates);
   std::vector<std::string> lines;
   log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
   env_ = {{"KUBE_API_QPS", "9"}};
-  ParseOk({"--namespace=ns"});
-  flags_.LogValues();
+  ParseOk({"--namespace=ns", "--feature-gates=TimeSlicingSettings=true", "-v=0"});
+  flags_.LogStartupConfig(&gates);
+  log::SetSink(nullptr);
+  ASSERT_EQ(lines.size(), 3u) << absl::StrJoin(lines, "");
+  EXPECT_THAT(lines[0], HasSubstr("] \"Feature gates: AllAlpha=false,AllBeta=false,"
+                                  "TimeSlicingSettings=true\"\n"));
+  EXPECT_EQ(lines[0][0], 'I');
+  EXPECT_THAT(lines[1], HasSubstr("] \"Verbosity: 0\"\n"));
+  EXPECT_THAT(lines[2], HasSubstr("] \"Flags:\" node-name=\"\" namespace=\"ns\""));
+  EXPECT_THAT(lines[2], AllOf(HasSubstr(" kube-api-qps=\"9\""), HasSubstr(" period=\"10s\""),
+                              HasSubstr(" v=\"0\""), HasSubstr(" additional-namespaces=\"a\""),
+                              HasSubstr(" feature-gates=\"TimeSlicingSettings=true\"")));
+}
+
+// Where each value came from is detail: -v=1.
+TEST_F(FlagsTest, StartupConfigSourcesAtLevelOne) {
+  flags_.AddLoggingFlags();
+  std::vector<std::string> lines;
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  env_ = {{"KUBE_API_QPS", "9"}};
+  ParseOk({"--namespace=ns", "-v=1"});
+  flags_.LogStartupConfig(/*gates=*/nullptr);
+  log::SetVerbosity(0);
   log::SetSink(nullptr);
   const std::string all = absl::StrJoin(lines, "");
+  EXPECT_THAT(all, Not(HasSubstr("Feature gates:")));
+  EXPECT_THAT(all, HasSubstr("\"Verbosity: 1\""));
   EXPECT_THAT(all, HasSubstr("\"flag\" name=\"namespace\" value=\"ns\" source=\"command line\""));
   EXPECT_THAT(all, HasSubstr("name=\"kube-api-qps\" value=\"9\" source=\"env KUBE_API_QPS\""));
   EXPECT_THAT(all, HasSubstr("name=\"period\" value=\"10s\" source=\"default\""));

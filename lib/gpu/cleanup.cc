@@ -23,14 +23,23 @@ absl::Status Cleanup::RunOnce() {
     if (!s.ok() && first_error.ok()) first_error = std::move(s);
   };
   for (const auto& [uid, claim] : claims) {
+    // The public driver's words (docs/compatibility.md "Log lines"): "Checkpointed RC cleanup:".
+    const std::string ref = absl::StrCat(claim.namespace_name, "/", claim.name, ":", uid);
     bool stale = false;
+    const char* reason = "";
     if (claim.name.empty()) {
+      DRA_VLOG(4, "Checkpointed RC cleanup: skip checkpointed claim: RC name not in checkpoint",
+               "uid", uid);
       stale = false;  // cannot look it up; leave it to an explicit unprepare
     } else {
       auto current = api_->Get(claim.namespace_name, claim.name);
       if (absl::IsNotFound(current.status())) {
         stale = true;
+        reason = "not found in API server";
       } else if (!current.ok()) {
+        DRA_INFO(
+            "Checkpointed RC cleanup: skip for checkpointed claim: lookup failed (retry later)",
+            "claim", ref, "err", current.status());
         note(current.status());
         continue;
       } else {
@@ -46,19 +55,25 @@ absl::Status Cleanup::RunOnce() {
           continue;
         }
         stale = *current_uid != uid;
+        reason = "UID changed";
       }
     }
-    if (!stale) continue;
-    DRA_INFO("unpreparing claim that no longer exists", "claim", uid, "namespace",
-             claim.namespace_name, "name", claim.name, "state",
+    if (!stale) {
+      DRA_VLOG(4, "Checkpointed RC cleanup: claim not stale", "claim", ref);
+      continue;
+    }
+    DRA_VLOG(4, "Checkpointed RC cleanup: claim is stale", "claim", ref, "reason", reason, "state",
              checkpoint::ClaimStateName(claim.state));
     auto result = driver_->UnprepareResourceClaims(
         {}, {{.namespace_name = claim.namespace_name, .name = claim.name, .uid = uid}});
-    if (!result.ok()) {
-      note(result.status());
-    } else {
-      note((*result)[uid]);
+    absl::Status unprepared = result.ok() ? (*result)[uid] : result.status();
+    if (!unprepared.ok()) {
+      DRA_WARNING("Checkpointed RC cleanup: error during unprepare (retried later)", "claim", ref,
+                  "err", unprepared);
+      note(std::move(unprepared));
+      continue;
     }
+    DRA_INFO("Checkpointed RC cleanup: unprepared stale claim", "claim", ref);
   }
   // Temporary CDI files are left by a crash mid-write. Under the prep lock: a prepare in flight
   // writes its spec through one.

@@ -3,6 +3,8 @@
 // checkpoint, as after a plugin restart), a failing CDI step undoing the steps before it, a
 // half-failed unprepare, and records written before steps were recorded.
 
+#include "absl/strings/str_join.h"
+#include "lib/common/log.h"
 #include "lib/gpu/claim_steps.h"
 #include "lib/gpu/cleanup.h"
 #include "lib/gpu/device_state_test_fixture.h"
@@ -13,6 +15,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Every claim is gone.
 class GoneClaimApi final : public ClaimApi {
@@ -130,6 +133,27 @@ TEST_F(PrepareStepsTest, CrashBetweenStepsIsUndoneByTheCleanupOnceTheClaimIsGone
   Cleanup cleanup(&api, checkpoint_.get(), cdi_.get(), state_.get(), &driver);
   ASSERT_TRUE(cleanup.RunOnce().ok());
   ExpectUndone();
+}
+
+// The cleanup's lines in the public driver's words (docs/compatibility.md "Log lines"): the
+// unprepared stale claim at level 0, why it was stale only at -v=4.
+TEST_F(PrepareStepsTest, CleanupLogsTheUnpreparedStaleClaimAtLevelZero) {
+  PrepareAndCrashBetweenSteps();
+  metrics::Registry registry;
+  DriverMetrics metrics(&registry, "gpu.nvidia.com", "node1");
+  GpuDriver driver(state_.get(), tmp_.path() + "/plugin", &metrics);
+  GoneClaimApi api;
+  Cleanup cleanup(&api, checkpoint_.get(), cdi_.get(), state_.get(), &driver);
+  std::vector<std::string> lines;
+  log::SetVerbosity(0);
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  absl::Status s = cleanup.RunOnce();
+  log::SetSink(nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  const std::string all = absl::StrJoin(lines, "");
+  EXPECT_THAT(all, HasSubstr("] \"Checkpointed RC cleanup: unprepared stale claim\" "
+                             "claim=\"ns/claim-uid-1:uid-1\"\n"));
+  EXPECT_THAT(all, Not(HasSubstr("is stale")));
 }
 
 TEST_F(PrepareStepsTest, CrashBetweenStepsIsFinishedByTheRetriedPrepare) {

@@ -313,6 +313,17 @@ absl::Status AddGpuAt(const nvml::Session& session, unsigned int index,
     if (dynamic.counter_set) inventory.counter_sets.push_back(*std::move(dynamic.counter_set));
   } else {
     RETURN_IF_ERROR(AddGpuDevices(gpu, devices));
+    // The public driver's announcement lines (docs/compatibility.md "Log lines").
+    for (const AllocatableDevice& d : devices) {
+      if (d.type == DeviceType::kMig) {
+        DRA_INFO(absl::StrCat("Adding MIG device ", d.name, " to allocatable devices (parent: gpu-",
+                              gpu.info.minor, ")"),
+                 "uuid", d.mig->uuid);
+      } else {
+        DRA_INFO(absl::StrCat("Adding device ", d.name, " to allocatable devices"), "uuid",
+                 gpu.info.uuid);
+      }
+    }
   }
   for (AllocatableDevice& d : devices) inventory.devices.push_back(std::move(d));
   for (std::string& s : gpu.left_out) inventory.left_out.push_back(std::move(s));
@@ -462,6 +473,7 @@ absl::StatusOr<Inventory> Discover(const nvml::Session& session, const Discovery
   versions.cuda_driver = CudaDriverVersionString(cuda);
 
   ASSIGN_OR_RETURN(unsigned int count, session.DeviceCount());
+  DRA_INFO("Traverse GPU devices", "count", count);
   for (unsigned int i = 0; i < count; ++i) {
     absl::Status added = AddGpuAt(session, i, versions, options, inventory);
     if (added.ok()) continue;

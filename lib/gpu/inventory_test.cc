@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/common/log.h"
 #include "lib/nvml/nvml.h"
 #include "nlohmann/json.hpp"
 #include "test/doubles/testing/mock_driver_root.h"
@@ -389,6 +390,29 @@ TEST(DiscoverTest, GpuAndMigInfo) {
   EXPECT_EQ(inventory->Find("gpu-3"), nullptr);
   EXPECT_EQ(inventory->Find("gpu-0"), nullptr);  // the MIG parent is not announced
   EXPECT_EQ(inventory->Find("nope"), nullptr);
+}
+
+// The public driver's announcement lines (docs/compatibility.md "Log lines"), at level 0.
+TEST(DiscoverTest, AnnouncesEachDeviceInThePublicDriversWordsAtLevelZero) {
+  std::vector<std::string> lines;
+  log::SetVerbosity(0);
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  MockNode mig_node;
+  mig_node.Start("a100-mig-4x", A100Mig().sysfs);
+  absl::StatusOr<Inventory> migs = mig_node.Discover();
+  MockNode full_node;
+  full_node.Start("h100-8x", H100().sysfs);
+  absl::StatusOr<Inventory> gpus = full_node.Discover();
+  log::SetSink(nullptr);
+  ASSERT_TRUE(migs.ok()) << migs.status();
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  const std::string all = absl::StrJoin(lines, "");
+  EXPECT_THAT(all, HasSubstr("] \"Traverse GPU devices\" count=4\n"));
+  EXPECT_THAT(all, HasSubstr("] \"Adding MIG device gpu-0-mig-3g20gb-9-4 to allocatable devices "
+                             "(parent: gpu-0)\" uuid=\"" +
+                             mig_node.MigUuidAt(0, 4) + "\"\n"));
+  EXPECT_THAT(all, HasSubstr("] \"Traverse GPU devices\" count=8\n"));
+  EXPECT_THAT(all, HasSubstr("] \"Adding device gpu-7 to allocatable devices\" uuid=\"GPU-"));
 }
 
 TEST(DiscoverTest, FullGpuInfo) {
