@@ -8,8 +8,12 @@
 #   run.sh hostpaths every hostPath volume that any case renders states its type (docs/helm.md
 #                    "Host paths"); without one the kubelet makes an empty folder where the node
 #                    lacks the path
+#   run.sh restricted  the pods of the controller, the webhook and the uninstall cleanup Job of
+#                    every case meet the Pod Security "restricted" profile, plus a read-only root
+#                    filesystem, a webhook port >= 1024 and no token in the webhook's pod
+#                    (restricted.py, docs/helm.md "Pod Security"); needs python3 with PyYAML
 #   run.sh update    rewrites golden/ from the current chart (review the diff before committing)
-#   run.sh all       lint, golden, bad and hostpaths
+#   run.sh all       lint, golden, bad, hostpaths and restricted
 #
 # helm: $DRA_HELM, else the one hack/cluster/build.sh builds ($HELM_BIN_DIR/helm, lib.sh). A
 # missing helm is a failure, not a skip: build it with hack/cluster/build.sh helm.
@@ -132,14 +136,76 @@ do_hostpaths() {
   done
 }
 
+# The pods that must run in a namespace labelled pod-security.kubernetes.io/enforce=restricted.
+# The kubelet plugin is not among them: it is privileged by design (docs/helm.md "Pod Security").
+RESTRICTED_COMPONENTS=controller,webhook,uninstall-cleanup
+
+do_restricted() {
+  local c name out report seen='' probe
+  python3 -c 'import yaml' 2>/dev/null || {
+    fail "restricted: needs python3 with PyYAML (Debian: python3-yaml, which clang-tidy pulls in)"
+    return
+  }
+  # The check itself must find what it is for: a privileged pod fails each rule, a restricted one
+  # none.
+  probe=$(python3 "$here/restricted.py" --components webhook <<'YAML' | grep -vc '^checked '
+kind: Deployment
+metadata: {name: bad}
+spec:
+  template:
+    metadata: {labels: {dra-driver-nvidia-gpu-component: webhook}}
+    spec:
+      hostNetwork: true
+      containers:
+      - name: c
+        ports: [{containerPort: 443}]
+        securityContext: {privileged: true, capabilities: {add: [SYS_ADMIN]}}
+      volumes: [{name: h, hostPath: {path: /}}]
+YAML
+  ) || true
+  # hostNetwork, token, hostPath, privileged, port, escalation, non-root, seccomp, drop, add, ro
+  [[ $probe == 11 ]] || fail "restricted.py found $probe violations in its privileged probe, want 11"
+  probe=$(python3 "$here/restricted.py" --components webhook <<'YAML' 2>&1
+kind: Deployment
+metadata: {name: good}
+spec:
+  template:
+    metadata: {labels: {dra-driver-nvidia-gpu-component: webhook}}
+    spec:
+      automountServiceAccountToken: false
+      securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}
+      containers:
+      - name: c
+        ports: [{containerPort: 8443}]
+        securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+YAML
+  ) || fail "restricted.py refused its restricted probe: $probe"
+  for c in "$here"/cases/*.yaml; do
+    name=${c##*/}
+    if ! out=$(render "$c"); then fail "helm template with cases/$name failed:"; echo "$out" >&2; continue; fi
+    if report=$(python3 "$here/restricted.py" --components "$RESTRICTED_COMPONENTS" <<<"$out"); then
+      say "restricted ok: $name: $(grep -c '^checked ' <<<"$report") workloads ($(sed -n 's/^checked \([^ ]*\) .*/\1/p' <<<"$report" | paste -sd' '))"
+    else
+      fail "cases/$name: pods that are not Pod Security restricted (docs/helm.md \"Pod Security\"):"
+      grep -v '^checked ' <<<"$report" | sed 's/^/  /' >&2
+    fi
+    seen+=" $(sed -n 's/^checked .*(\([^,]*\),.*/\1/p' <<<"$report" | paste -sd' ')"
+  done
+  # Each component was rendered by some case (a check of nothing passes).
+  for c in ${RESTRICTED_COMPONENTS//,/ }; do
+    [[ " $seen " == *" $c "* ]] || fail "restricted: no case renders the $c pod"
+  done
+}
+
 case ${1:-all} in
   lint) do_lint ;;
   golden) do_golden ;;
   bad) do_bad ;;
   hostpaths) do_hostpaths ;;
+  restricted) do_restricted ;;
   update) do_update ;;
-  all) do_lint; do_golden; do_bad; do_hostpaths ;;
-  *) echo "usage: $0 lint|golden|bad|hostpaths|update|all" >&2; exit 2 ;;
+  all) do_lint; do_golden; do_bad; do_hostpaths; do_restricted ;;
+  *) echo "usage: $0 lint|golden|bad|hostpaths|restricted|update|all" >&2; exit 2 ;;
 esac
 if ((failed)); then say "$failed failed"; exit 1; fi
 say "all passed ($("$HELM" version --short 2>/dev/null))"
