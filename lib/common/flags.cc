@@ -195,7 +195,9 @@ Flags::FlagRef Flags::AddLoggingFlags() {
         log::SetVerbosity(level);
         return absl::OkStatus();
       },
-      "Log verbosity: lines logged at this level or below are written (klog's -v).");
+      "Log verbosity: lines logged at this level or below are written (klog's -v).")
+      // The public driver's env for -v (docs/compatibility.md "Log lines").
+      .Env("V");
 }
 
 void Flags::AddKubeClientFlags(std::string* kubeconfig, double* qps, int* burst) {

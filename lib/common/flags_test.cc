@@ -316,6 +316,19 @@ TEST_F(FlagsTest, LoggingFlagsSetVerbosity) {
   log::SetVerbosity(0);
 }
 
+// The public driver's -v reads env V (its logging flags take the upper-cased flag name); ours
+// reads VERBOSITY first, then V (docs/compatibility.md "Log lines").
+TEST_F(FlagsTest, VerbosityAlsoFromThePublicDriversEnvV) {
+  flags_.AddLoggingFlags();
+  env_ = {{"V", "5"}};
+  ParseOk({});
+  EXPECT_EQ(log::Verbosity(), 5);
+  env_ = {{"V", "5"}, {"VERBOSITY", "2"}};
+  ParseOk({});
+  EXPECT_EQ(log::Verbosity(), 2);
+  log::SetVerbosity(0);
+}
+
 TEST_F(FlagsTest, FeatureGatesFlag) {
   FeatureGates gates;
   ASSERT_TRUE(gates.Register("MPSSupport", {.stage = FeatureStage::kAlpha}).ok());
@@ -357,7 +370,7 @@ TEST_F(FlagsTest, HelpShowsDescriptionEnvAndDefault) {
   EXPECT_THAT(help, HasSubstr("  --additional-namespaces list (env ADDITIONAL_NAMESPACES; "
                               "default \"a\")\n"));
   EXPECT_THAT(help, HasSubstr("  --image-name string (env IMAGE_NAME; required)\n"));
-  EXPECT_THAT(help, HasSubstr("  -v, --v int (env VERBOSITY; default 0)\n"));
+  EXPECT_THAT(help, HasSubstr("  -v, --v int (env VERBOSITY, V; default 0)\n"));
   EXPECT_THAT(help, HasSubstr("  --feature-gates mapStringBool (env FEATURE_GATES; default \"\")"));
   EXPECT_THAT(help, HasSubstr("        MPSSupport=true|false (ALPHA - default=false)\n"));
   EXPECT_THAT(help, HasSubstr("  --version\n"));

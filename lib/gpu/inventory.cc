@@ -264,8 +264,9 @@ absl::Status AddGpuDevices(const GpuDetails& gpu, std::vector<AllocatableDevice>
   absl::StatusOr<std::vector<nvml::MigDevice>> migs = gpu.device.MigDevices();
   if (!migs.ok()) return Annotate(migs.status(), absl::StrCat(where, ": list MIG devices"));
   if (migs->empty()) {
-    DRA_WARNING("physical GPU has MIG mode enabled but no configured MIG devices", "uuid",
-                gpu.info.uuid, "minor", gpu.info.minor);
+    DRA_WARNING(absl::StrCat("Physical GPU gpu-", gpu.info.minor,
+                             " has MIG mode enabled but no configured MIG devices"),
+                "uuid", gpu.info.uuid);
     return absl::OkStatus();
   }
   absl::StatusOr<std::vector<nvml::GpuInstanceProfile>> profiles = gpu.device.GpuInstanceProfiles();

@@ -411,6 +411,9 @@ TEST(DiscoverTest, AnnouncesEachDeviceInThePublicDriversWordsAtLevelZero) {
   EXPECT_THAT(all, HasSubstr("] \"Adding MIG device gpu-0-mig-3g20gb-9-4 to allocatable devices "
                              "(parent: gpu-0)\" uuid=\"" +
                              mig_node.MigUuidAt(0, 4) + "\"\n"));
+  // GPU 3 of a100-mig-4x: MIG mode on, no MIG device.
+  EXPECT_THAT(all, HasSubstr("] \"Physical GPU gpu-3 has MIG mode enabled but no configured MIG "
+                             "devices\" uuid=\"GPU-"));
   EXPECT_THAT(all, HasSubstr("] \"Traverse GPU devices\" count=8\n"));
   EXPECT_THAT(all, HasSubstr("] \"Adding device gpu-7 to allocatable devices\" uuid=\"GPU-"));
 }
