@@ -206,6 +206,8 @@ TEST_F(MpsDaemonTest, RendersTheDeploymentWithExactFields) {
   const json& pod = spec["template"]["spec"];
   EXPECT_EQ(pod["nodeName"], "node-a");
   EXPECT_EQ(pod["hostPID"], true);
+  // Nothing in the daemon calls the API: the service account's token is not mounted.
+  EXPECT_EQ(pod.value("automountServiceAccountToken", true), false);
   // Unset flags leave their fields out.
   EXPECT_FALSE(pod.contains("serviceAccountName"));
   EXPECT_FALSE(pod.contains("imagePullSecrets"));
