@@ -127,8 +127,10 @@ absl::Status Controller::Start(absl::Duration sync_timeout) {
 }
 
 void Controller::Stop() {
+  bool first_stop = false;
   {
     absl::MutexLock lock(&mu_);
+    first_stop = !stopping_;
     stopping_ = true;
   }
   if (timer_.joinable()) timer_.join();
@@ -147,6 +149,8 @@ void Controller::Stop() {
   stop(pods_);
   stop(nodes_);
   for (std::thread& t : stoppers) t.join();
+  // The public controller's last line (docs/compatibility.md "Log lines"); once, after a Start.
+  if (first_stop && domains_) DRA_INFO("ComputeDomain Controller is shutdown");
 }
 
 void Controller::TimerLoop() {

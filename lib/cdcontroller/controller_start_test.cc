@@ -1,6 +1,7 @@
 // Controller::Start against a fake API server (no cluster): the informers' first lists must sync
 // whatever objects the API server holds.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -91,7 +92,17 @@ TEST(ControllerStartTest, SyncsAndWorksWithAnUnreadableClaimTemplateAmongNormalO
   };
   for (int i = 0; i < 2000 && !deleted(); ++i) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_TRUE(deleted());
+  lines.clear();
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
   (*controller)->Stop();
+  (*controller)->Stop();  // once only
+  log::SetSink(nullptr);
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) {
+                            return l.find("] \"ComputeDomain Controller is shutdown\"\n") !=
+                                   std::string::npos;
+                          }),
+            1);
   EXPECT_GE(k8s::UndecodableCount("resourceclaimtemplates.resource.k8s.io"), 1);
 }
 
