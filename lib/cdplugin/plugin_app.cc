@@ -125,40 +125,16 @@ void PluginApp::Stop() {
 void PluginApp::RemoveFilesIfUninstalled() {
   Parts& p = *parts_;
   if (!p.uninstall || !p.uninstall->DaemonSetDeleted()) return;
-  // A claim still prepared (a pod on this node that still runs) keeps the checkpoint and its CDI
-  // spec: a driver installed again unprepares it. Aborted records hold nothing.
-  std::vector<std::string> in_use;
-  if (p.checkpoint) {
-    absl::StatusOr<checkpoint::ClaimMap> claims = p.checkpoint->List();
-    if (!claims.ok()) {
-      DRA_WARNING("the driver was uninstalled but its checkpoint cannot be read; its files stay",
-                  "err", claims.status());
-      return;
-    }
-    for (const auto& [uid, c] : *claims) {
-      absl::StatusOr<ClaimRecord> r = DecodeRecord(c);
-      if (r.ok() && r->phase == Phase::kAborted) continue;
-      in_use.push_back(absl::StrCat(c.namespace_name, "/", c.name, " (", uid, ")"));
-    }
-  }
-  if (!in_use.empty()) {
-    DRA_WARNING(
-        "the driver was uninstalled with claims still prepared on this node; its checkpoint and "
-        "CDI specs stay, for a driver installed again to unprepare them",
-        "claims", absl::StrJoin(in_use, ", "));
-    return;
-  }
-  std::vector<std::string> left =
-      kubeletplugin::RemoveDriverFiles({.cdi_root = config_.cdi_root,
-                                        .cdi_prefixes = {absl::StrCat("k8s.", kDriverName, "-")},
-                                        .plugin_dir = p.plugin_dir});
-  if (left.empty()) {
-    DRA_INFO("the driver was uninstalled: removed its CDI specs and its plugin directory",
-             "cdiRoot", config_.cdi_root, "pluginDir", p.plugin_dir);
-  } else {
-    DRA_WARNING("the driver was uninstalled; some of its files could not be removed", "left",
-                absl::StrJoin(left, ", "));
-  }
+  // Aborted records hold nothing.
+  kubeletplugin::RemoveFilesAfterUninstall(
+      p.checkpoint.get(),
+      {.cdi_root = config_.cdi_root,
+       .cdi_prefixes = {absl::StrCat("k8s.", kDriverName, "-")},
+       .plugin_dir = p.plugin_dir},
+      [](const checkpoint::PreparedClaim& c) {
+        absl::StatusOr<ClaimRecord> r = DecodeRecord(c);
+        return !(r.ok() && r->phase == Phase::kAborted);
+      });
 }
 
 absl::Status PluginApp::CheckConfig() {

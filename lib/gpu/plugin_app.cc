@@ -200,39 +200,13 @@ void PluginApp::Stop() {
 void PluginApp::RemoveFilesIfUninstalled() {
   Parts& p = *parts_;
   if (!p.uninstall || !p.uninstall->DaemonSetDeleted()) return;
-  // A claim still prepared (a pod on this node that still runs) keeps the checkpoint and its
-  // files: a driver installed again unprepares it.
-  if (p.checkpoint) {
-    absl::StatusOr<checkpoint::ClaimMap> claims = p.checkpoint->List();
-    if (!claims.ok()) {
-      DRA_WARNING("the driver was uninstalled but its checkpoint cannot be read; its files stay",
-                  "err", claims.status());
-      return;
-    }
-    if (!claims->empty()) {
-      std::vector<std::string> names;
-      for (const auto& [uid, c] : *claims) {
-        names.push_back(absl::StrCat(c.namespace_name, "/", c.name, " (", uid, ")"));
-      }
-      DRA_WARNING(
-          "the driver was uninstalled with claims still prepared on this node; its checkpoint and "
-          "CDI specs stay, for a driver installed again to unprepare them",
-          "claims", absl::StrJoin(names, ", "));
-      return;
-    }
-  }
   // The claim specs (k8s.gpu.nvidia.com-claim_*) and device-metadata specs (gpu.nvidia.com_*).
-  std::vector<std::string> left = kubeletplugin::RemoveDriverFiles(
+  kubeletplugin::RemoveFilesAfterUninstall(
+      p.checkpoint.get(),
       {.cdi_root = config_.cdi_root,
        .cdi_prefixes = {absl::StrCat("k8s.", kDriverName, "-"), absl::StrCat(kDriverName, "_")},
-       .plugin_dir = p.plugin_dir});
-  if (left.empty()) {
-    DRA_INFO("the driver was uninstalled: removed its CDI specs and its plugin directory",
-             "cdiRoot", config_.cdi_root, "pluginDir", p.plugin_dir);
-  } else {
-    DRA_WARNING("the driver was uninstalled; some of its files could not be removed", "left",
-                absl::StrJoin(left, ", "));
-  }
+       .plugin_dir = p.plugin_dir},
+      [](const checkpoint::PreparedClaim&) { return true; });
 }
 
 absl::Status PluginApp::CheckConfig() {

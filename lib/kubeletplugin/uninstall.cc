@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/common/log.h"
 
 namespace dra::kubeletplugin {
@@ -111,6 +112,39 @@ std::vector<std::string> RemoveDriverFiles(const DriverFiles& files) {
     }
   }
   return left;
+}
+
+void RemoveFilesAfterUninstall(
+    const checkpoint::Checkpoint* checkpoint, const DriverFiles& files,
+    const std::function<bool(const checkpoint::PreparedClaim&)>& holds_files) {
+  if (checkpoint != nullptr) {
+    absl::StatusOr<checkpoint::ClaimMap> claims = checkpoint->List();
+    if (!claims.ok()) {
+      DRA_WARNING("the driver was uninstalled but its checkpoint cannot be read; its files stay",
+                  "err", claims.status());
+      return;
+    }
+    std::vector<std::string> in_use;
+    for (const auto& [uid, c] : *claims) {
+      if (holds_files(c))
+        in_use.push_back(absl::StrCat(c.namespace_name, "/", c.name, " (", uid, ")"));
+    }
+    if (!in_use.empty()) {
+      DRA_WARNING(
+          "the driver was uninstalled with claims still prepared on this node; its checkpoint and "
+          "CDI specs stay, for a driver installed again to unprepare them",
+          "claims", absl::StrJoin(in_use, ", "));
+      return;
+    }
+  }
+  std::vector<std::string> left = RemoveDriverFiles(files);
+  if (left.empty()) {
+    DRA_INFO("the driver was uninstalled: removed its CDI specs and its plugin directory",
+             "cdiRoot", files.cdi_root, "pluginDir", files.plugin_dir);
+  } else {
+    DRA_WARNING("the driver was uninstalled; some of its files could not be removed", "left",
+                absl::StrJoin(left, ", "));
+  }
 }
 
 }  // namespace dra::kubeletplugin

@@ -12,10 +12,12 @@
 // deletion.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "lib/checkpoint/checkpoint.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/informer.h"
 #include "lib/k8s/objects_apps.h"
@@ -53,5 +55,15 @@ struct DriverFiles {
 // another mounted file system: such a mount point is left, with the directories above it. Returns
 // what was left, each "path (why)"; empty when everything went (also when nothing was there).
 std::vector<std::string> RemoveDriverFiles(const DriverFiles& files);
+
+// The shutdown step of a plugin that saw its DaemonSet deleted: removes the driver's files
+// (RemoveDriverFiles) unless a claim is still prepared, and logs what went, what was left or why
+// nothing was removed. A claim still prepared (a pod on this node that still runs) keeps the
+// checkpoint and the CDI specs, for a driver installed again to unprepare it; `holds_files` says
+// which checkpoint records count as prepared. A checkpoint that cannot be read keeps everything.
+// `checkpoint` may be null (a plugin that failed before opening it).
+void RemoveFilesAfterUninstall(
+    const checkpoint::Checkpoint* checkpoint, const DriverFiles& files,
+    const std::function<bool(const checkpoint::PreparedClaim&)>& holds_files);
 
 }  // namespace dra::kubeletplugin
