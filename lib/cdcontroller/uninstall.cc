@@ -1,6 +1,7 @@
 #include "lib/cdcontroller/uninstall.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -98,9 +99,40 @@ absl::Status SleepUntil(const CleanupOptions& o, absl::Time wake, absl::string_v
   return absl::OkStatus();
 }
 
-// "a, b" of the pods' namespace/name; empty when there are none.
-absl::StatusOr<std::string> ListPods(k8s::Client* client, const std::string& ns,
-                                     const std::string& selector) {
+// One look at what a cleanup step waits for (PollUntilDone).
+struct Look {
+  bool done = false;        // nothing is left: the step succeeded
+  bool look_again = false;  // everything left was acted on: look again at once, before sleeping
+  size_t left = 0;          // how much is left, and
+  std::string waiting_for;  // what, logged whenever it changes and named in the timeout error
+};
+
+// The loop the cleanup steps share: looks (`look` is told whether it is the first) until a look
+// is done; otherwise logs `waiting` with what is left whenever that changes and looks again after
+// o.poll_interval. A look's error ends it; at `deadline`, so does timeout_error(left, last);
+// a shutdown signal while sleeping gives Cancelled "stopped while <sleeping>: <last>".
+absl::Status PollUntilDone(
+    const CleanupOptions& o, absl::Time deadline, const char* waiting, const char* what_key,
+    absl::string_view sleeping, const std::function<absl::StatusOr<Look>(bool first)>& look,
+    const std::function<absl::Status(size_t left, const std::string& last)>& timeout_error) {
+  std::string last;
+  for (bool first = true;; first = false) {
+    ASSIGN_OR_RETURN(Look l, look(first));
+    if (l.done) return absl::OkStatus();
+    if (l.look_again && absl::Now() < deadline) continue;
+    if (l.waiting_for != last) {
+      DRA_INFO(waiting, "left", l.left, what_key, l.waiting_for);
+      last = std::move(l.waiting_for);
+    }
+    if (absl::Now() >= deadline) return timeout_error(l.left, last);
+    RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
+                               absl::StrCat(sleeping, ": ", last)));
+  }
+}
+
+// The pods' "namespace/name"; empty when there are none.
+absl::StatusOr<std::vector<std::string>> ListPods(k8s::Client* client, const std::string& ns,
+                                                  const std::string& selector) {
   ASSIGN_OR_RETURN(nlohmann::json list,
                    client->ListAll(k8s::Pod::kResource, ns, {.label_selector = selector}));
   std::vector<std::string> names;
@@ -109,7 +141,7 @@ absl::StatusOr<std::string> ListPods(k8s::Client* client, const std::string& ns,
     names.push_back(
         absl::StrCat(json_access::StringOr(m, "namespace"), "/", json_access::StringOr(m, "name")));
   }
-  return absl::StrJoin(names, ", ");
+  return names;
 }
 
 // Scales the controller's Deployment to 0 and waits until its pods are gone: a running controller
@@ -149,19 +181,20 @@ absl::Status StopController(k8s::Client* client, const CleanupOptions& o, absl::
   }
   const std::string sel = absl::StrJoin(selector, ",");
   for (;;) {
-    absl::StatusOr<std::string> pods = ListPods(client, o.driver_namespace, sel);
-    if (!pods.ok()) return Annotate(pods.status(), absl::StrCat("list the pods of ", ref));
-    if (pods->empty()) return absl::OkStatus();
+    absl::StatusOr<std::vector<std::string>> listed = ListPods(client, o.driver_namespace, sel);
+    if (!listed.ok()) return Annotate(listed.status(), absl::StrCat("list the pods of ", ref));
+    if (listed->empty()) return absl::OkStatus();
+    const std::string pods = absl::StrJoin(*listed, ", ");
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("the controller's pods (Deployment ", ref,
                        ", scaled to 0) are still there "
                        "after ",
-                       absl::FormatDuration(o.timeout), ": ", *pods,
+                       absl::FormatDuration(o.timeout), ": ", pods,
                        ". `helm uninstall` again retries this step"));
     }
     RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
-                               absl::StrCat("waiting for the controller's pods to go: ", *pods)));
+                               absl::StrCat("waiting for the controller's pods to go: ", pods)));
   }
 }
 
@@ -197,12 +230,11 @@ absl::Status ReleaseDomain(k8s::Client* client, const CleanupOptions& o, const D
 absl::Status ReleaseAllComputeDomains(k8s::Client* client, const CleanupOptions& o) {
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + o.timeout;
-  std::string last;
-  for (bool first = true;; first = false) {
+  auto look = [&](bool first) -> absl::StatusOr<Look> {
     absl::StatusOr<std::vector<Domain>> domains = ListDomains(client, o.only_namespace);
     if (first && absl::IsNotFound(domains.status())) {
       DRA_INFO("the cluster serves no ComputeDomain API; nothing to clean up");
-      return absl::OkStatus();
+      return Look{.done = true};
     }
     if (!domains.ok()) return Annotate(domains.status(), "list ComputeDomains");
     std::vector<Domain> held;
@@ -217,7 +249,7 @@ absl::Status ReleaseAllComputeDomains(k8s::Client* client, const CleanupOptions&
         DRA_INFO("released every ComputeDomain; the domain objects stay", "elapsed",
                  absl::Now() - start);
       }
-      return absl::OkStatus();
+      return Look{.done = true};
     }
     if (first) {
       DRA_INFO("releasing every ComputeDomain before the driver goes (the domains stay)", "count",
@@ -233,70 +265,62 @@ absl::Status ReleaseAllComputeDomains(k8s::Client* client, const CleanupOptions&
         return Annotate(s, absl::StrCat("release ComputeDomain ", d.Name()));
       }
     }
-    if (pending.empty()) {
-      if (absl::Now() < deadline) continue;  // the next listing confirms
-      // Released, and yet held again: something still adds the finalizer.
+    // All released: the next listing confirms. Held again at the deadline means something still
+    // adds the finalizer.
+    const bool all_released = pending.empty();
+    if (all_released) {
       for (const Domain& d : held) {
         pending.push_back(absl::StrCat(d.Name(), " (its finalizer came back)"));
       }
     }
-    std::string now = absl::StrJoin(pending, ", ");
-    if (now != last) {
-      DRA_INFO("waiting for the driver's objects of ComputeDomains to go", "left", pending.size(),
-               "domains", now);
-      last = std::move(now);
-    }
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          pending.size(), " ComputeDomain(s) not released within ", absl::FormatDuration(o.timeout),
-          ": ", last,
-          ". Objects with other finalizers, or that keep coming back, hold them. `helm uninstall` "
-          "again retries this step; `helm uninstall --no-hooks` skips it and leaves these "
-          "ComputeDomains with the finalizer resource.nvidia.com/computeDomain"));
-    }
-    RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
-                               absl::StrCat("releasing ComputeDomains: ", last)));
-  }
+    return Look{.look_again = all_released,
+                .left = pending.size(),
+                .waiting_for = absl::StrJoin(pending, ", ")};
+  };
+  return PollUntilDone(
+      o, deadline, "waiting for the driver's objects of ComputeDomains to go", "domains",
+      "releasing ComputeDomains", look, [&](size_t left, const std::string& last) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            left, " ComputeDomain(s) not released within ", absl::FormatDuration(o.timeout), ": ",
+            last,
+            ". Objects with other finalizers, or that keep coming back, hold them. `helm "
+            "uninstall` again retries this step; `helm uninstall --no-hooks` skips it and leaves "
+            "these ComputeDomains with the finalizer resource.nvidia.com/computeDomain"));
+      });
 }
 
 absl::Status WaitForDaemonPodsGone(k8s::Client* client, const CleanupOptions& o, absl::Time start) {
-  const absl::Time deadline = start + o.timeout;
   const std::string selector(k8s::kComputeDomainLabel);
-  std::string last;
-  for (;;) {
-    absl::StatusOr<std::string> pods = ListPods(client, o.driver_namespace, selector);
+  bool waited = false;
+  auto look = [&](bool) -> absl::StatusOr<Look> {
+    absl::StatusOr<std::vector<std::string>> pods = ListPods(client, o.driver_namespace, selector);
     if (!pods.ok()) return Annotate(pods.status(), "list the IMEX daemon pods");
     if (pods->empty()) {
-      if (!last.empty()) DRA_INFO("every IMEX daemon pod is gone");
-      return absl::OkStatus();
+      if (waited) DRA_INFO("every IMEX daemon pod is gone");
+      return Look{.done = true};
     }
-    if (*pods != last) {
-      DRA_INFO(
-          "waiting for the IMEX daemon pods to go (the kubelet plugins unprepare their claims)",
-          "pods", *pods);
-      last = *pods;
-    }
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "IMEX daemon pods still there ", absl::FormatDuration(absl::Now() - start),
-          " after the cleanup began: ", last,
-          "; their nodes keep the daemons' prepared claims and files (a node that is down cannot "
-          "unprepare)"));
-    }
-    RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
-                               absl::StrCat("waiting for IMEX daemon pods to go: ", last)));
-  }
+    waited = true;
+    return Look{.left = pods->size(), .waiting_for = absl::StrJoin(*pods, ", ")};
+  };
+  return PollUntilDone(
+      o, start + o.timeout,
+      "waiting for the IMEX daemon pods to go (the kubelet plugins unprepare their claims)", "pods",
+      "waiting for IMEX daemon pods to go", look, [&](size_t, const std::string& last) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "IMEX daemon pods still there ", absl::FormatDuration(absl::Now() - start),
+            " after the cleanup began: ", last,
+            "; their nodes keep the daemons' prepared claims and files (a node that is down "
+            "cannot unprepare)"));
+      });
 }
 
 absl::Status DeleteAllComputeDomains(k8s::Client* client, const CleanupOptions& o) {
   const absl::Time start = absl::Now();
-  const absl::Time deadline = start + o.timeout;
-  std::string last;
-  for (bool first = true;; first = false) {
+  auto look = [&](bool first) -> absl::StatusOr<Look> {
     absl::StatusOr<std::vector<Domain>> domains = ListDomains(client, o.only_namespace);
     if (first && absl::IsNotFound(domains.status())) {
       DRA_INFO("the cluster serves no ComputeDomain API; nothing to clean up");
-      return absl::OkStatus();
+      return Look{.done = true};
     }
     if (!domains.ok()) return Annotate(domains.status(), "list ComputeDomains");
     if (domains->empty()) {
@@ -305,34 +329,30 @@ absl::Status DeleteAllComputeDomains(k8s::Client* client, const CleanupOptions& 
       } else {
         DRA_INFO("every ComputeDomain is finalized", "elapsed", absl::Now() - start);
       }
-      return absl::OkStatus();
+      return Look{.done = true};
     }
     if (first) {
       DRA_INFO("deleting every ComputeDomain before the driver goes", "count", domains->size(),
                "timeout", o.timeout);
     }
     RETURN_IF_ERROR(DeleteLive(client, *domains));
-    std::string now = Describe(*domains);
-    if (now != last) {
-      DRA_INFO("waiting for the controller to finalize ComputeDomains", "left", domains->size(),
-               "domains", now);
-      last = std::move(now);
-    }
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          domains->size(), " ComputeDomain(s) not finalized within ",
-          absl::FormatDuration(o.timeout), ": ", last,
-          ". The compute-domain controller removes its finalizer resource.nvidia.com/computeDomain "
-          "once it has deleted the domain's IMEX DaemonSet and ResourceClaimTemplates: check that "
-          "it runs and what it logs (kubectl -n ",
-          o.driver_namespace.empty() ? "<driver namespace>" : o.driver_namespace,
-          " logs -l dra-driver-nvidia-gpu-component=controller). `helm uninstall` again retries "
-          "this step; `helm uninstall --no-hooks` skips it and leaves these ComputeDomains with "
-          "their finalizers"));
-    }
-    RETURN_IF_ERROR(SleepUntil(o, std::min(deadline, absl::Now() + o.poll_interval),
-                               absl::StrCat("waiting for ComputeDomains to be finalized: ", last)));
-  }
+    return Look{.left = domains->size(), .waiting_for = Describe(*domains)};
+  };
+  return PollUntilDone(
+      o, start + o.timeout, "waiting for the controller to finalize ComputeDomains", "domains",
+      "waiting for ComputeDomains to be finalized", look,
+      [&](size_t left, const std::string& last) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            left, " ComputeDomain(s) not finalized within ", absl::FormatDuration(o.timeout), ": ",
+            last,
+            ". The compute-domain controller removes its finalizer "
+            "resource.nvidia.com/computeDomain once it has deleted the domain's IMEX DaemonSet "
+            "and ResourceClaimTemplates: check that it runs and what it logs (kubectl -n ",
+            o.driver_namespace.empty() ? "<driver namespace>" : o.driver_namespace,
+            " logs -l dra-driver-nvidia-gpu-component=controller). `helm uninstall` again retries "
+            "this step; `helm uninstall --no-hooks` skips it and leaves these ComputeDomains with "
+            "their finalizers"));
+      });
 }
 
 void AddCleanupFlags(Flags& flags, CleanupProcessOptions* o) {
