@@ -20,6 +20,7 @@
 #include "lib/k8s/objects_core.h"
 #include "lib/k8s/objects_resource.h"
 #include "lib/k8s/rest_config.h"
+#include "test/support/namespaces.h"
 
 namespace dra::bench {
 namespace {
@@ -82,9 +83,9 @@ absl::Status SimDomain::Setup() {
   client_ = std::move(*client);
   std::filesystem::create_directories(dir_);
   for (const std::string& ns : {driver_ns_, cd_ns_}) {
-    auto made = client_->Create(
-        kNamespace, "", {{"metadata", {{"name", ns}, {"labels", {{kBenchLabel, run_id_}}}}}});
-    if (!made.ok()) return made.status();
+    absl::Status made = dra::testing::CreateNamespaceForPods(
+        client_.get(), {{"metadata", {{"name", ns}, {"labels", {{kBenchLabel, run_id_}}}}}});
+    if (!made.ok()) return made;
   }
   if (absl::Status s = FenceOtherControllers(); !s.ok()) return s;
   // The daemon pods' controller. A DaemonSet pod is controlled by its DaemonSet; without a

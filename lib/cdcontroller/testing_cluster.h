@@ -20,6 +20,7 @@
 #include "lib/k8s/rest_config.h"
 #include "nlohmann/json.hpp"
 #include "test/support/cluster_env.h"
+#include "test/support/namespaces.h"
 
 namespace dra::cdcontroller::testing {
 
@@ -57,10 +58,9 @@ class ScopedNamespace {
  public:
   ScopedNamespace(k8s::Client* client, const std::string& prefix)
       : client_(client), name_(prefix + "-" + RandomSuffix()) {
-    auto r = client_->Create(
-        kNamespaces, "",
-        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name_}}}});
-    EXPECT_TRUE(r.ok()) << r.status();
+    absl::Status s =
+        dra::testing::CreateNamespaceForPods(client_, {{"metadata", {{"name", name_}}}});
+    EXPECT_TRUE(s.ok()) << s;
   }
   ~ScopedNamespace() { (void)client_->Delete(kNamespaces, "", name_); }
   const std::string& name() const { return name_; }

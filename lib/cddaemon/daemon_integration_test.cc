@@ -35,6 +35,7 @@
 #include "test/support/build_paths.h"
 #include "test/support/cluster_env.h"
 #include "test/support/crds.h"
+#include "test/support/namespaces.h"
 
 namespace dra::cddaemon {
 namespace {
@@ -101,8 +102,9 @@ class DaemonIntegrationTest : public ::testing::Test {
     std::mt19937 rng(std::random_device{}());
     suffix_ = absl::StrFormat("%06x", rng() & 0xffffff);
     ns_ = absl::StrCat("cdd-it-", suffix_);
-    auto created = client_->Create(kNamespace, "", {{"metadata", {{"name", ns_}}}});
-    ASSERT_TRUE(created.ok()) << created.status();
+    absl::Status created =
+        dra::testing::CreateNamespaceForPods(client_.get(), {{"metadata", {{"name", ns_}}}});
+    ASSERT_TRUE(created.ok()) << created;
     work_ = absl::StrCat(::testing::TempDir(), "/cdd-it-", suffix_);
     std::filesystem::create_directories(work_);
     port_ = FreePort();
