@@ -7,6 +7,10 @@
 #include "absl/strings/string_view.h"
 #include "lib/common/json_access.h"
 #include "lib/k8s/http_parse.h"
+#include "lib/k8s/objects_apps.h"
+#include "lib/k8s/objects_compute_domain.h"
+#include "lib/k8s/objects_coordination.h"
+#include "lib/k8s/objects_core.h"
 #include "lib/k8s/objects_resource.h"
 #include "lib/k8s/rest_config.h"
 #include "lib/k8s/wire_decode.h"
@@ -29,6 +33,24 @@ void DecodeObject(const nlohmann::json& j) {
   }
   if (absl::StatusOr<ResourceSlice> s = ResourceSlice::FromJson(j); s.ok()) {
     if (!ResourceSlice::FromJson(s->ToJson()).ok()) Violation("ResourceSlice round trip");
+  }
+}
+
+// A decoded T must encode, decode again, and encode to the same JSON (nothing the decoder accepts
+// is lost or changed by one more round).
+template <typename T>
+void RoundTrip(const nlohmann::json& j, const char* kind) {
+  absl::StatusOr<T> first = T::FromJson(j);
+  if (!first.ok()) return;
+  const nlohmann::json encoded = first->ToJson();
+  absl::StatusOr<T> second = T::FromJson(encoded);
+  if (!second.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kind, std::string(second.status().message()).c_str());
+    Violation("typed object does not decode its own encoding");
+  }
+  if (second->ToJson() != encoded) {
+    std::fprintf(stderr, "%s: %s\n", kind, encoded.dump().c_str());
+    Violation("typed object encodes differently after a round trip");
   }
 }
 
@@ -88,6 +110,21 @@ void Objects(const uint8_t* data, size_t size) {
     if (!item.is_object()) Violation("list item is not an object");
     DecodeObject(item);
   }
+}
+
+void TypedObjects(const uint8_t* data, size_t size) {
+  absl::StatusOr<nlohmann::json> j =
+      json_access::Parse(absl::string_view(reinterpret_cast<const char*>(data), size));
+  if (!j.ok()) return;
+  RoundTrip<ComputeDomain>(*j, "ComputeDomain");
+  RoundTrip<ComputeDomainClique>(*j, "ComputeDomainClique");
+  RoundTrip<Pod>(*j, "Pod");
+  RoundTrip<Node>(*j, "Node");
+  RoundTrip<DaemonSet>(*j, "DaemonSet");
+  RoundTrip<Lease>(*j, "Lease");
+  RoundTrip<ResourceClaimTemplate>(*j, "ResourceClaimTemplate");
+  RoundTrip<DeviceClass>(*j, "DeviceClass");
+  RoundTrip<Event>(*j, "Event");
 }
 
 void Kubeconfig(const uint8_t* data, size_t size) {

@@ -2,13 +2,13 @@
 
 // Fuzz entry points for what lib/k8s reads from the network: the HTTP/1.1 response parser
 // (http_parse.h), the watch stream (line splitter, envelope, objects; wire_decode.h) and API object
-// decoding (list pages, ResourceClaim, ResourceSlice), plus the kubeconfig parser (rest_config.h).
-// Each takes any bytes, checks invariants and aborts on a violation (a crash is what a fuzzer
-// reports); none may throw.
+// decoding (list pages, ResourceClaim, ResourceSlice, the typed objects), plus the kubeconfig
+// parser (rest_config.h). Each takes any bytes, checks invariants and aborts on a violation (a
+// crash is what a fuzzer reports); none may throw.
 //
 // Built twice: into k8s_fuzz_replay_test, which replays lib/k8s/fuzz_corpus/<target>/ in the unit
 // tests, and (the fuzz preset, cmake/fuzz.cmake) into one libFuzzer binary per target through
-// fuzz_main.cc, e.g.
+// test/support/fuzz_main.cc, e.g.
 //   build/check/lib/k8s/k8s_watch_fuzzer lib/k8s/fuzz_corpus/watch
 
 #include <cstddef>
@@ -22,6 +22,10 @@ void HttpResponse(const uint8_t* data, size_t size);
 void WatchStream(const uint8_t* data, size_t size);
 // Bytes as a list response or a single ResourceClaim / ResourceSlice.
 void Objects(const uint8_t* data, size_t size);
+// Bytes as one object of each other kind the driver decodes: ComputeDomain, ComputeDomainClique,
+// Pod, Node, DaemonSet, Lease, ResourceClaimTemplate, DeviceClass, Event. A decoded object must
+// encode, decode again and encode to the same JSON.
+void TypedObjects(const uint8_t* data, size_t size);
 // Bytes as a kubeconfig file; files it names read as a fixed PEM text, except names containing
 // "missing", which do not exist.
 void Kubeconfig(const uint8_t* data, size_t size);
