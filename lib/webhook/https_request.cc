@@ -62,6 +62,9 @@ ParsedRequest ParseHttpRequest(absl::string_view buf, size_t max_header, size_t 
     if (buf.size() > max_header) return Error(431, "request header too large\n");
     return ParsedRequest();
   }
+  // Also when the header's end came in the same read as the bytes past the limit: the outcome must
+  // not depend on how the bytes arrived.
+  if (header_end + 4 > max_header) return Error(431, "request header too large\n");
   absl::string_view head = buf.substr(0, header_end);
   size_t line_end = head.find("\r\n");
   absl::string_view request_line = head.substr(0, line_end);
