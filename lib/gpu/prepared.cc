@@ -1,6 +1,10 @@
 #include "lib/gpu/prepared.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "lib/common/status.h"
 
 namespace dra::gpu {
 namespace {
@@ -10,6 +14,24 @@ absl::StatusOr<DeviceType> ParseType(const std::string& s) {
   if (s == "mig") return DeviceType::kMig;
   if (s == "vfio") return DeviceType::kVfio;
   return absl::InvalidArgumentError(absl::StrCat("unknown prepared device type \"", s, "\""));
+}
+
+// The unsigned 32-bit member `key` of `j`: an integer in range. (nlohmann's get<unsigned int>()
+// converts any number, and a float out of range is undefined behaviour: found by the checkpoint
+// records fuzz target, seed prepared_minor_float.json.) Throws at() and value()'s exceptions.
+absl::StatusOr<unsigned int> UintAt(const nlohmann::json& j, const char* key,
+                                    const std::string& path) {
+  const nlohmann::json& v = j.at(key);
+  const bool in_range =
+      v.is_number_unsigned()
+          ? v.get<uint64_t>() <= std::numeric_limits<unsigned int>::max()
+          : v.is_number_integer() && v.get<int64_t>() >= 0 &&
+                v.get<int64_t>() <= int64_t{std::numeric_limits<unsigned int>::max()};
+  if (!in_range) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prepared devices: ", path, key, ": expected an unsigned 32-bit integer, got ", v.dump()));
+  }
+  return v.get<unsigned int>();
 }
 
 }  // namespace
@@ -65,7 +87,7 @@ absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromJson(const nlohma
       if (!type.ok()) return type.status();
       d.type = *type;
       d.uuid = e.at("uuid").get<std::string>();
-      d.minor = e.at("minor").get<unsigned int>();
+      ASSIGN_OR_RETURN(d.minor, UintAt(e, "minor", ""));
       d.pci_bus_id = e.value("pciBusID", "");
       d.admin_access = e.value("adminAccess", false);
       if (e.contains("timeSliceApplied")) d.time_slice_applied = e["timeSliceApplied"].get<bool>();
@@ -76,17 +98,18 @@ absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromJson(const nlohma
       }
       if (e.contains("mig")) {
         const nlohmann::json& m = e["mig"];
-        d.mig = MigInfo{.uuid = m.at("uuid"),
-                        .parent_uuid = m.at("parentUUID"),
-                        .parent_minor = m.at("parentMinor"),
-                        .parent_pci_bus_id = m.at("parentPCIBusID"),
-                        .profile = m.at("profile"),
-                        .gi_profile_id = m.at("giProfileID"),
-                        .placement_start = m.at("placementStart"),
-                        .placement_size = m.at("placementSize"),
-                        .gi_id = m.at("giID"),
-                        .ci_id = m.at("ciID"),
-                        .dynamic = m.value("dynamic", false)};
+        MigInfo mig{.uuid = m.at("uuid"),
+                    .parent_uuid = m.at("parentUUID"),
+                    .parent_pci_bus_id = m.at("parentPCIBusID"),
+                    .profile = m.at("profile"),
+                    .dynamic = m.value("dynamic", false)};
+        ASSIGN_OR_RETURN(mig.parent_minor, UintAt(m, "parentMinor", "mig."));
+        ASSIGN_OR_RETURN(mig.gi_profile_id, UintAt(m, "giProfileID", "mig."));
+        ASSIGN_OR_RETURN(mig.placement_start, UintAt(m, "placementStart", "mig."));
+        ASSIGN_OR_RETURN(mig.placement_size, UintAt(m, "placementSize", "mig."));
+        ASSIGN_OR_RETURN(mig.gi_id, UintAt(m, "giID", "mig."));
+        ASSIGN_OR_RETURN(mig.ci_id, UintAt(m, "ciID", "mig."));
+        d.mig = std::move(mig);
       }
       out.push_back(std::move(d));
     }
