@@ -1,5 +1,6 @@
 #include "lib/cddaemon/hosts_file.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -22,6 +24,13 @@ constexpr absl::string_view kDnsNamePrefix = "compute-domain-daemon-";
 // The comment the Go daemon writes above its lines; dropped so that a pod switching from the Go
 // daemon to ours does not keep it.
 constexpr absl::string_view kGoComment = "# Compute Domain Daemon mappings";
+
+bool IsIpAddress(const std::string& text) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (text.find('\0') != std::string::npos) return false;
+  return ::inet_pton(AF_INET, text.c_str(), buf) == 1 ||
+         ::inet_pton(AF_INET6, text.c_str(), buf) == 1;
+}
 
 bool IsOurLine(absl::string_view line) {
   absl::string_view trimmed = absl::StripAsciiWhitespace(line);
@@ -43,6 +52,13 @@ absl::StatusOr<DnsMappings> BuildDnsMappings(
                                                 ") of maxNodesPerIMEXDomain"));
     }
     if (d.ip_address.empty()) continue;  // not yet registered with an address
+    // The address becomes a line of /etc/hosts: anything but an address (a newline, a name after
+    // a blank) would add lines or names of its own, which no rewrite removes.
+    if (!IsIpAddress(d.ip_address)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("daemon of node ", d.node_name, " has the address \"",
+                       absl::CHexEscape(d.ip_address), "\", which is not an IPv4 or IPv6 address"));
+    }
     out[DnsName(d.index)] = d.ip_address;
   }
   return out;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,6 +37,23 @@ constexpr char kKubeletHosts[] =
     "::1\tlocalhost ip6-localhost ip6-loopback\n"
     "\n"
     "10.244.1.7\tdaemon-pod-abc\n";
+
+// An address is written into /etc/hosts as is: one with a newline or a blank would add lines or
+// names that no later rewrite removes (found by the IMEX files fuzz target, seed
+// clique_ip_newline.json). An IPv6 address is fine.
+TEST(BuildDnsMappingsTest, AnAddressThatIsNotOneIsRefused) {
+  for (const std::string& ip :
+       {std::string("10.0.0.1\n10.6.6.6 kubernetes.default.svc"), std::string("10.0.0.2 extra"),
+        std::string("# BEGIN"), std::string("10.0.0.256"), std::string("10.0.0.1\0x", 10)}) {
+    absl::StatusOr<DnsMappings> m = BuildDnsMappings({Daemon("n1", ip, "c.1", 0)}, "c.1", 4);
+    ASSERT_FALSE(m.ok()) << absl::CHexEscape(ip);
+    EXPECT_THAT(std::string(m.status().message()),
+                HasSubstr("daemon of node n1 has the address \""));
+  }
+  absl::StatusOr<DnsMappings> m = BuildDnsMappings({Daemon("n1", "fd00::1", "c.1", 0)}, "c.1", 4);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->at("compute-domain-daemon-0000"), "fd00::1");
+}
 
 TEST(BuildDnsMappingsTest, OnlyOwnCliqueSortedByName) {
   absl::StatusOr<DnsMappings> m =
