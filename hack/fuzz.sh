@@ -31,6 +31,10 @@ TARGETS=(
   "k8s_watch lib/k8s/k8s_watch_fuzzer lib/k8s/fuzz_corpus/watch"
   "k8s_objects lib/k8s/k8s_objects_fuzzer lib/k8s/fuzz_corpus/objects"
   "k8s_kubeconfig lib/k8s/k8s_kubeconfig_fuzzer lib/k8s/fuzz_corpus/kubeconfig"
+  "k8s_typed_objects lib/k8s/k8s_typed_objects_fuzzer lib/k8s/fuzz_corpus/typed"
+  "webhook_http_request lib/webhook/webhook_http_request_fuzzer lib/webhook/fuzz_corpus_http_request"
+  "gpu_checkpoint_records lib/gpu/gpu_checkpoint_records_fuzzer lib/gpu/fuzz_corpus/records"
+  "cddaemon_imex_files lib/cddaemon/cddaemon_imex_files_fuzzer lib/cddaemon/fuzz_corpus/imex_files"
 )
 
 build=1
@@ -66,7 +70,7 @@ cov_ft() {
 stat() { sed -nE "s/^stat::$2: *([0-9]+).*/\1/p" "$1" | tail -n 1; }
 
 passed=0 failed=0
-printf '%-18s %10s %8s %14s %14s %6s  %s\n' target execs execs/s "cov seed->end" "ft seed->end" \
+printf '%-22s %10s %8s %14s %14s %6s  %s\n' target execs execs/s "cov seed->end" "ft seed->end" \
   corpus result
 for row in "${TARGETS[@]}"; do
   read -r name bin corpus options <<<"$row"
@@ -76,7 +80,7 @@ for row in "${TARGETS[@]}"; do
   fi
   log=$logs/$name.log
   if [[ ! -x $BUILD/$bin ]]; then
-    printf '%-18s missing %s (build the fuzz preset)\n' "$name" "$BUILD/$bin"
+    printf '%-22s missing %s (build the fuzz preset)\n' "$name" "$BUILD/$bin"
     failed=$((failed + 1))
     continue
   fi
@@ -103,7 +107,7 @@ for row in "${TARGETS[@]}"; do
   else
     passed=$((passed + 1))
   fi
-  printf '%-18s %10s %8s %14s %14s %6s  %s\n' "$name" "${execs:-?}" "${rate:-?}" \
+  printf '%-22s %10s %8s %14s %14s %6s  %s\n' "$name" "${execs:-?}" "${rate:-?}" \
     "${cov0:-?}->${cov1:-?}" "${ft0:-?}->${ft1:-?}" "+$files" "$result"
   if ((status != 0)); then
     ls "$artifacts/$name-"* 2>/dev/null | sed 's/^/    input: /'
