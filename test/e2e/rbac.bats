@@ -51,6 +51,23 @@ denied() {
   echo "# denied: $what" >&3
 }
 
+# api_patch <kubeconfig> <content type> <path?query> <body>: one PATCH with the kubeconfig's token,
+# as a dry run, as the driver's code sends it (kubectl label and patch GET the object first, which
+# these accounts may not: their code paths only patch). Prints the API server's answer; succeeds
+# on a 2xx status.
+api_patch() {
+  local kc=$1 type=$2 path=$3 body=$4 token out code
+  token=$(sed -nE 's/^ *user: \{token: "([^"]+)"\}$/\1/p' "$kc")
+  [[ -n $token ]] || { echo "no token in $kc"; return 1; }
+  [[ $path == *\?* ]] && path+="&dryRun=All" || path+="?dryRun=All"
+  out=$(curl -sS --max-time 20 --cacert "$PKI_DIR/ca.crt" -H "Authorization: Bearer $token" \
+    -H "Content-Type: $type" -X PATCH --data-binary "$body" -w '\n%{http_code}' \
+    "https://127.0.0.1:$APISERVER_PORT$path") || { echo "$out"; return 1; }
+  code=${out##*$'\n'}
+  echo "$code ${out%$'\n'*}"
+  [[ $code == 2* ]]
+}
+
 # slice <name> <node or ""> <driver>: a ResourceSlice as JSON (no node: allNodes).
 slice() {
   jq -cn --arg name "$1" --arg node "$2" --arg driver "$3" '{apiVersion: "resource.k8s.io/v1", kind: "ResourceSlice",
@@ -150,4 +167,56 @@ spec:
   containers:
   - {name: ctr, image: ${DRA_WORKLOAD_IMAGE:-$WORKLOAD_IMAGE}, imagePullPolicy: Never, command: [sleep, "1"]}
 EOF
+}
+
+@test "IMEX daemon: patches only its own pod, and only the clique label" {
+  local kc label=resource.nvidia.com/computeDomain.cliqueID pods="/api/v1/namespaces/$DRIVER_NS/pods"
+  local merge=application/merge-patch+json
+  kubectl -n "$DRIVER_NS" get serviceaccount compute-domain-daemon-service-account >/dev/null 2>&1 ||
+    skip "no IMEX daemon service account (computeDomains off or hostManaged)"
+  daemon_standin rbac-e2e-daemon-a
+  daemon_standin rbac-e2e-daemon-b
+  kc=$(sa_kubeconfig "$DRIVER_NS" compute-domain-daemon-service-account rbac-e2e-daemon-a)
+  # What daemon.cc sends: a merge patch of the clique label on its own pod.
+  allowed "label its own pod with $label" \
+    api_patch "$kc" "$merge" "$pods/rbac-e2e-daemon-a" "{\"metadata\": {\"labels\": {\"$label\": \"rbac-e2e\"}}}"
+  denied "label another pod" "may only change its own pod" \
+    api_patch "$kc" "$merge" "$pods/rbac-e2e-daemon-b" "{\"metadata\": {\"labels\": {\"$label\": \"rbac-e2e\"}}}"
+  denied "set another label on its pod" "may change no pod label but" \
+    api_patch "$kc" "$merge" "$pods/rbac-e2e-daemon-a" '{"metadata": {"labels": {"app": "other"}}}'
+  denied "annotate its pod" "may not change its pod's annotations" \
+    api_patch "$kc" "$merge" "$pods/rbac-e2e-daemon-a" '{"metadata": {"annotations": {"rbac-e2e": "x"}}}'
+  denied "change its pod's image" "may not change its pod's spec" \
+    api_patch "$kc" application/json-patch+json "$pods/rbac-e2e-daemon-a" \
+    '[{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.example/other:v1"}]'
+  # Reads: its namespace's pods and cliques (the informers), nothing cluster-wide.
+  allowed "list pods in $DRIVER_NS" as "$kc" -n "$DRIVER_NS" get pods
+  allowed "list cliques in $DRIVER_NS" as "$kc" -n "$DRIVER_NS" get computedomaincliques.resource.nvidia.com
+  denied "list pods in default" "forbidden" as "$kc" -n default get pods
+  denied "write a clique" "forbidden" as "$kc" -n "$DRIVER_NS" create --dry-run=server -f - <<<'{"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomainClique", "metadata": {"name": "rbac-e2e"}}'
+}
+
+@test "kubelet plugin: ResourceClaim status only for gpu.nvidia.com devices of its node's claims (API server, >= 1.36)" {
+  local claim kc other body extra path apply=application/apply-patch+yaml
+  claim_template single-gpu
+  pod pod1 "$GPU_NODE" "gpu=template:single-gpu"
+  wait_pod_phase pod1 Running 60
+  claim=$(claim_of pod1 gpu)
+  wait_for 30 "device status of $claim" eval '[[ $(k get resourceclaim '"$claim"' -o jsonpath="{.status.devices[0].driver}") == gpu.nvidia.com ]]'
+  kc=$(plugin_kc "$GPU_NODE")
+  other=$(plugin_kc "$MIG_NODE")
+  path="/apis/resource.k8s.io/v1/namespaces/$E2E_NS/resourceclaims/$claim/status?fieldManager=gpu.nvidia.com%2F$GPU_NODE&force=true"
+  # What device_status.cc sends: a server-side apply of the claim's status.devices (its uid as a
+  # precondition), here with the device's data changed.
+  body=$(k get resourceclaim "$claim" -o json | jq -c '{apiVersion, kind, metadata: {name: .metadata.name, namespace: .metadata.namespace, uid: .metadata.uid},
+    status: {devices: [.status.devices[] | .data = {"rbac-e2e": true}]}}')
+  allowed "apply gpu.nvidia.com status.devices of a claim on its node" api_patch "$kc" "$apply" "$path" "$body"
+  denied "apply status.devices of a claim on another node" 'resourceclaims/driver' api_patch "$other" "$apply" "$path" "$body"
+  extra=$(jq -c '.status.devices += [.status.devices[0] | .driver = "compute-domain.nvidia.com" | del(.data, .conditions)]' <<<"$body")
+  denied "add a compute-domain.nvidia.com status.devices entry" 'resourceclaims/driver' api_patch "$kc" "$apply" "$path" "$extra"
+  denied "change reservedFor" 'resourceclaims/binding' \
+    api_patch "$kc" application/merge-patch+json "/apis/resource.k8s.io/v1/namespaces/$E2E_NS/resourceclaims/$claim/status" '{"status": {"reservedFor": null}}'
+  denied "change a claim's metadata" "forbidden" \
+    api_patch "$kc" application/merge-patch+json "/apis/resource.k8s.io/v1/namespaces/$E2E_NS/resourceclaims/$claim" '{"metadata": {"labels": {"rbac-e2e": "x"}}}'
+  k delete pod pod1 --wait=false >/dev/null
 }
