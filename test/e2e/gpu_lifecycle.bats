@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Claim lifecycle on a real node: unprepare after the pod goes, nothing leaks over many cycles,
 # the plugin survives restarts and crashes without losing prepared claims, and after a reboot
-# (simulated: another boot ID in the checkpoint, then a kubelet restart) prepares them afresh.
+# (simulated: another boot ID in the checkpoint, a kubelet restart, the pod's sandbox killed)
+# prepares them afresh.
 # Pods run on node 1 (mock h100-8x). The plugin is the Helm-installed DaemonSet pod: a restart
 # deletes the pod, a crash is SIGKILL to its process. Run through run.sh.
 
@@ -181,6 +182,49 @@ restart_sees_gpu() {
   wait_for 60 "CDI spec of claim $uid removed" test ! -e "$spec"
   plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
   rm -f "$dir"/checkpoint.json.corrupt-*
+}
+
+@test "a reboot with the CDI directory kept: nothing is rebuilt from the old spec, the claim is prepared afresh" {
+  local dir uid spec uuid lines i pod_uid sandbox
+  dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
+  i=$(node_idx "$GPU_NODE")
+  running_gpu_pod pod1
+  spec=$(cdi_spec "$GPU_NODE" "$uid")
+
+  # The plugin leaves the node and its checkpoint becomes what a reboot leaves: valid, written in
+  # another boot. The CDI directory keeps the claim's spec, as where it is no tmpfs.
+  stop_plugin "$GPU_NODE"
+  set_checkpoint_boot_id "$dir/checkpoint.json" "e2e-boot-before-$uid"
+  [ -f "$spec" ]
+  start_plugin "$GPU_NODE"
+  # The records are dropped and the specs written before the boot go with them, before serving.
+  plugin_logs "$GPU_NODE" | grep -q '"invalidating checkpoint: node rebooted since it was written"'
+  plugin_logs "$GPU_NODE" | grep -q '"removed the CDI specs written before the node rebooted"'
+  [ ! -e "$spec" ]
+  [ "$(jq --arg u "$uid" '.data.preparedClaims | has($u)' "$dir/checkpoint.json")" = false ]
+
+  # What follows a reboot on the node: the kubelet starts again (a restarted kubelet no longer
+  # counts its claims as prepared) and finds the pod's sandbox gone; it prepares the pod's claims
+  # before it creates a new sandbox. A kubelet restart alone prepares nothing: the kubelet prepares
+  # claims only on its way to a new sandbox, so the sandbox's pause task is killed here.
+  lines=$(plugin_logs "$GPU_NODE" | wc -l)
+  "$REPO_ROOT/hack/cluster/node.sh" restart-kubelet "$GPU_NODE" >&3
+  pod_uid=$(k get pod pod1 -o jsonpath='{.metadata.uid}')
+  sandbox=$(node_ctr "$i" containers ls -q "labels.\"io.kubernetes.pod.uid\"==$pod_uid,labels.\"io.cri-containerd.kind\"==sandbox")
+  [ -n "$sandbox" ]
+  node_ctr "$i" tasks kill -s SIGKILL "$sandbox"
+  wait_for 90 "the claim prepared afresh" eval '[ -f "$spec" ] && jq -e --arg u "$uid" ".data.preparedClaims[\$u].state == \"PrepareCompleted\"" "$dir/checkpoint.json" >/dev/null'
+  plugin_logs "$GPU_NODE" | tail -n +$((lines + 1)) | grep -q "\"prepared claim\" claim=\"$uid\""
+  [ "$(plugin_logs "$GPU_NODE" | grep -c '"rebuilt the checkpoint record of a prepared claim"')" -eq 0 ]
+
+  # The workload's container runs again in the new sandbox, from the new spec, with its GPU.
+  wait_for 90 "pod1's container running again" eval '[ "$(k get pod pod1 -o jsonpath="{.status.containerStatuses[0].restartCount}/{.status.containerStatuses[0].ready}")" = 1/true ]'
+  wait_log pod1
+  assert_gpus pod1 1
+  [ "$(gpu_uuids pod1)" = "$uuid" ]
+  k delete pod pod1 --wait=true --timeout=60s >/dev/null
+  wait_for 60 "CDI spec of claim $uid removed" test ! -e "$spec"
+  plugin_logs "$GPU_NODE" | grep -q "\"unprepared claim\" claim=\"$uid\""
 }
 
 @test "switching from the Go driver: its checkpoint and CDI spec are adopted, the pod's container restarts, unprepare is clean" {
