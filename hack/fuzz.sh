@@ -35,6 +35,7 @@ TARGETS=(
   "webhook_http_request lib/webhook/webhook_http_request_fuzzer lib/webhook/fuzz_corpus_http_request"
   "gpu_checkpoint_records lib/gpu/gpu_checkpoint_records_fuzzer lib/gpu/fuzz_corpus/records"
   "cddaemon_imex_files lib/cddaemon/cddaemon_imex_files_fuzzer lib/cddaemon/fuzz_corpus/imex_files"
+  "cdplugin_claim_records lib/cdplugin/cdplugin_claim_records_fuzzer lib/cdplugin/fuzz_corpus/claim_records"
 )
 
 build=1
