@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "lib/cdcontroller/controller.h"
 #include "lib/common/log.h"
+#include "lib/common/log_capture.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/wire_decode.h"
 #include "test/support/canned_http_server.h"
@@ -69,12 +70,10 @@ TEST(ControllerStartTest, SyncsAndWorksWithAnUnreadableClaimTemplateAmongNormalO
   ASSERT_TRUE(client.ok()) << client.status();
   auto controller = Controller::Create(client->get(), ControllerConfig{}, nullptr);
   ASSERT_TRUE(controller.ok()) << controller.status();
-  std::vector<std::string> lines;
-  log::SetVerbosity(0);
-  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  log::LogCapture logs(/*verbosity=*/0);
   absl::Status started = (*controller)->Start(absl::Seconds(20));
-  log::SetSink(nullptr);
   ASSERT_TRUE(started.ok()) << started;
+  std::vector<std::string> lines = logs.Lines();
   // The public controller's start line, at level 0 (docs/compatibility.md "Log lines").
   ASSERT_FALSE(lines.empty());
   EXPECT_THAT(lines[0], ::testing::HasSubstr(
@@ -92,11 +91,10 @@ TEST(ControllerStartTest, SyncsAndWorksWithAnUnreadableClaimTemplateAmongNormalO
   };
   for (int i = 0; i < 2000 && !deleted(); ++i) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_TRUE(deleted());
-  lines.clear();
-  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  logs.Clear();
   (*controller)->Stop();
   (*controller)->Stop();  // once only
-  log::SetSink(nullptr);
+  lines = logs.Lines();
   EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
                           [](const std::string& l) {
                             return l.find("] \"ComputeDomain Controller is shutdown\"\n") !=

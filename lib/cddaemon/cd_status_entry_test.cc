@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/cddaemon/cd_status_registrar.h"
 #include "lib/common/log.h"
+#include "lib/common/log_capture.h"
 #include "lib/k8s/client.h"
 #include "test/support/canned_http_server.h"
 
@@ -118,13 +118,10 @@ TEST(CdStatusRegistrarTest, LeavingLogsTheRemovedNodeAtLevelZero) {
        .cd_uid = "cd-uid",
        .me = {.node_name = "node-a", .pod_ip = "10.2.0.7", .clique_id = "c1"}},
       [](const auto&) { return absl::OkStatus(); });
-  std::vector<std::string> lines;
-  log::SetVerbosity(0);
-  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  log::LogCapture logs(/*verbosity=*/0);
   absl::Status s = registrar.Stop(absl::Seconds(10));
-  log::SetSink(nullptr);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_THAT(absl::StrJoin(lines, ""),
+  EXPECT_THAT(logs.Text(),
               HasSubstr("] \"Successfully removed node with IP 10.2.0.7 from ComputeDomain "
                         "default/imex-channel-injection\"\n"));
 }

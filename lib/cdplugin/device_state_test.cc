@@ -2,9 +2,9 @@
 // root, a real checkpoint and real CDI spec files, with the API server faked (DomainApi), and the
 // cleanup (cleanup.h).
 
-#include "absl/strings/str_join.h"
 #include "lib/cdplugin/device_state_test_fixture.h"
 #include "lib/common/log.h"
+#include "lib/common/log_capture.h"
 
 namespace dra::cdplugin {
 namespace {
@@ -293,13 +293,10 @@ TEST_F(DeviceStateTest, CleanupLogsTheUnpreparedStaleClaimAtLevelZero) {
   api_.AddDomain("cd-1", "user-ns", "d");
   ASSERT_FALSE(state_->Prepare(ChannelClaim("c1", "user-ns", "cd-1")).ok());
   Cleanup cleanup(state_.get(), checkpoint_.get(), &api_, &clock_);
-  std::vector<std::string> lines;
-  log::SetVerbosity(0);
-  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  log::LogCapture logs(/*verbosity=*/0);
   absl::Status s = cleanup.RunCheckpointPass();
-  log::SetSink(nullptr);
   ASSERT_TRUE(s.ok()) << s;
-  const std::string all = absl::StrJoin(lines, "");
+  const std::string all = logs.Text();
   EXPECT_THAT(all, HasSubstr("] \"Checkpointed RC cleanup: unprepared stale claim\" "
                              "claim=\"user-ns/claim-c1:c1\"\n"));
   EXPECT_THAT(all, Not(HasSubstr("is stale")));

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "lib/common/feature_gates.h"
 #include "lib/common/log.h"
+#include "lib/common/log_capture.h"
 
 namespace dra {
 namespace {
@@ -426,12 +427,11 @@ TEST_F(FlagsTest, StartupConfigAtLevelZeroInThePublicDriversWords) {
   ASSERT_TRUE(gates.Register("TimeSlicingSettings", {.stage = FeatureStage::kAlpha}).ok());
   flags_.AddLoggingFlags();
   flags_.AddFeatureGatesFlag(&gates);
-  std::vector<std::string> lines;
-  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  log::LogCapture logs;
   env_ = {{"KUBE_API_QPS", "9"}};
   ParseOk({"--namespace=ns", "--feature-gates=TimeSlicingSettings=true", "-v=0"});
   flags_.LogStartupConfig(&gates);
-  log::SetSink(nullptr);
+  const std::vector<std::string> lines = logs.Lines();
   ASSERT_EQ(lines.size(), 3u) << absl::StrJoin(lines, "");
   EXPECT_THAT(lines[0], HasSubstr("] \"Feature gates: AllAlpha=false,AllBeta=false,"
                                   "TimeSlicingSettings=true\"\n"));
@@ -446,14 +446,12 @@ TEST_F(FlagsTest, StartupConfigAtLevelZeroInThePublicDriversWords) {
 // Where each value came from is detail: -v=1.
 TEST_F(FlagsTest, StartupConfigSourcesAtLevelOne) {
   flags_.AddLoggingFlags();
-  std::vector<std::string> lines;
-  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  log::LogCapture logs;
   env_ = {{"KUBE_API_QPS", "9"}};
   ParseOk({"--namespace=ns", "-v=1"});
   flags_.LogStartupConfig(/*gates=*/nullptr);
   log::SetVerbosity(0);
-  log::SetSink(nullptr);
-  const std::string all = absl::StrJoin(lines, "");
+  const std::string all = logs.Text();
   EXPECT_THAT(all, Not(HasSubstr("Feature gates:")));
   EXPECT_THAT(all, HasSubstr("\"Verbosity: 1\""));
   EXPECT_THAT(all, HasSubstr("\"flag\" name=\"namespace\" value=\"ns\" source=\"command line\""));

@@ -3,8 +3,8 @@
 // checkpoint, as after a plugin restart), a failing CDI step undoing the steps before it, a
 // half-failed unprepare, and records written before steps were recorded.
 
-#include "absl/strings/str_join.h"
 #include "lib/common/log.h"
+#include "lib/common/log_capture.h"
 #include "lib/gpu/claim_steps.h"
 #include "lib/gpu/cleanup.h"
 #include "lib/gpu/device_state_test_fixture.h"
@@ -144,13 +144,10 @@ TEST_F(PrepareStepsTest, CleanupLogsTheUnpreparedStaleClaimAtLevelZero) {
   GpuDriver driver(state_.get(), tmp_.path() + "/plugin", &metrics);
   GoneClaimApi api;
   Cleanup cleanup(&api, checkpoint_.get(), cdi_.get(), state_.get(), &driver);
-  std::vector<std::string> lines;
-  log::SetVerbosity(0);
-  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  log::LogCapture logs(/*verbosity=*/0);
   absl::Status s = cleanup.RunOnce();
-  log::SetSink(nullptr);
   ASSERT_TRUE(s.ok()) << s;
-  const std::string all = absl::StrJoin(lines, "");
+  const std::string all = logs.Text();
   EXPECT_THAT(all, HasSubstr("] \"Checkpointed RC cleanup: unprepared stale claim\" "
                              "claim=\"ns/claim-uid-1:uid-1\"\n"));
   EXPECT_THAT(all, Not(HasSubstr("is stale")));

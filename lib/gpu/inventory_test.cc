@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/common/log.h"
+#include "lib/common/log_capture.h"
 #include "lib/nvml/nvml.h"
 #include "nlohmann/json.hpp"
 #include "test/doubles/testing/mock_driver_root.h"
@@ -394,19 +395,16 @@ TEST(DiscoverTest, GpuAndMigInfo) {
 
 // The public driver's announcement lines (docs/compatibility.md "Log lines"), at level 0.
 TEST(DiscoverTest, AnnouncesEachDeviceInThePublicDriversWordsAtLevelZero) {
-  std::vector<std::string> lines;
-  log::SetVerbosity(0);
-  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  log::LogCapture logs(/*verbosity=*/0);
   MockNode mig_node;
   mig_node.Start("a100-mig-4x", A100Mig().sysfs);
   absl::StatusOr<Inventory> migs = mig_node.Discover();
   MockNode full_node;
   full_node.Start("h100-8x", H100().sysfs);
   absl::StatusOr<Inventory> gpus = full_node.Discover();
-  log::SetSink(nullptr);
   ASSERT_TRUE(migs.ok()) << migs.status();
   ASSERT_TRUE(gpus.ok()) << gpus.status();
-  const std::string all = absl::StrJoin(lines, "");
+  const std::string all = logs.Text();
   EXPECT_THAT(all, HasSubstr("] \"Traverse GPU devices\" count=4\n"));
   EXPECT_THAT(all, HasSubstr("] \"Adding MIG device gpu-0-mig-3g20gb-9-4 to allocatable devices "
                              "(parent: gpu-0)\" uuid=\"" +

@@ -4,7 +4,6 @@
 // with an uncaught nlohmann::json::type_error (std::terminate).
 
 #include <atomic>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -16,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/common/log.h"
+#include "lib/common/log_capture.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/errors.h"
 #include "lib/k8s/informer.h"
@@ -43,27 +43,7 @@ std::unique_ptr<Client> ClientFor(const CannedHttpServer& server, ClientOptions 
   return std::move(*c);
 }
 
-// Collects warnings while alive.
-class LogCapture {
- public:
-  LogCapture() {
-    log::SetSink([this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(line);
-    });
-  }
-  ~LogCapture() { log::SetSink(nullptr); }
-  std::string Text() {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string all;
-    for (const std::string& l : lines_) all += l;
-    return all;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
+using ::dra::log::LogCapture;
 
 std::string Event(absl::string_view type, absl::string_view object) {
   return absl::StrCat(R"({"type":)", type, R"(,"object":)", object, "}\n");

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/common/log.h"
+#include "lib/common/log_capture.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/http.h"
 #include "lib/k8s/objects_resource.h"
@@ -52,25 +53,7 @@ std::string SliceEvent(absl::string_view type, absl::string_view name, absl::str
                       R"(","resourceVersion":")", rv, R"("}}})", "\n");
 }
 
-// Collects log lines while alive.
-class LogCapture {
- public:
-  LogCapture() {
-    log::SetSink([this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      text_.append(line);
-    });
-  }
-  ~LogCapture() { log::SetSink(nullptr); }
-  std::string Text() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return text_;
-  }
-
- private:
-  std::mutex mu_;
-  std::string text_;
-};
+using ::dra::log::LogCapture;
 
 int IntOption(int fd, int level, int name) {
   int value = -1;
