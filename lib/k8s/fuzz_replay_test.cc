@@ -15,6 +15,10 @@
 #include "gtest/gtest.h"
 #include "lib/common/json_access.h"
 #include "lib/k8s/fuzz_targets.h"
+#include "lib/k8s/objects_apps.h"
+#include "lib/k8s/objects_compute_domain.h"
+#include "lib/k8s/objects_coordination.h"
+#include "lib/k8s/objects_core.h"
 #include "lib/k8s/objects_resource.h"
 #include "test/support/build_paths.h"
 #include "test/support/fuzz_corpus.h"
@@ -74,6 +78,28 @@ TEST(K8sFuzzReplayTest, ValidObjectSeedsDecode) {
   };
   EXPECT_TRUE(ResourceClaim::FromJson(read("claim.json")).ok());
   EXPECT_TRUE(ResourceSlice::FromJson(read("slice.json")).ok());
+}
+
+// Likewise the typed seeds: each valid one decodes as its kind.
+TEST(K8sFuzzReplayTest, ValidTypedSeedsDecode) {
+  auto read = [](const char* file) {
+    std::ifstream in(std::filesystem::path(dra::testing::SourceDir()) /
+                     "lib/k8s/fuzz_corpus/typed" / file);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    absl::StatusOr<nlohmann::json> j = json_access::Parse(buffer.str());
+    EXPECT_TRUE(j.ok()) << file << ": " << j.status();
+    return j.value_or(nlohmann::json());
+  };
+  EXPECT_TRUE(ComputeDomain::FromJson(read("computedomain.json")).ok());
+  EXPECT_TRUE(ComputeDomainClique::FromJson(read("clique.json")).ok());
+  EXPECT_TRUE(Pod::FromJson(read("pod.json")).ok());
+  EXPECT_TRUE(Node::FromJson(read("node.json")).ok());
+  EXPECT_TRUE(DaemonSet::FromJson(read("daemonset.json")).ok());
+  EXPECT_TRUE(Lease::FromJson(read("lease.json")).ok());
+  EXPECT_TRUE(ResourceClaimTemplate::FromJson(read("claimtemplate.json")).ok());
+  EXPECT_TRUE(DeviceClass::FromJson(read("deviceclass.json")).ok());
+  EXPECT_TRUE(Event::FromJson(read("event.json")).ok());
 }
 
 TEST(K8sFuzzReplayTest, HttpResponse) { ReplayAndMutate("http_response", HttpResponse); }
