@@ -10,44 +10,23 @@
 #include "lib/api/consumable_shares.h"
 #include "lib/api/mps_limits.h"
 #include "lib/api/test_util.h"
-#include "yaml-cpp/yaml.h"
+#include "lib/k8s/yaml_json.h"
 
 namespace dra::api {
 namespace {
 
 using ::dra::api::testing::Gates;
 
-// YAML -> JSON with YAML 1.2 core-schema typing of plain scalars (what kubectl sends).
-nlohmann::json ToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = ToJson(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(ToJson(item));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = node.Scalar();
-      if (node.Tag() == "!") return s;  // quoted
-      if (s == "true" || s == "false") return s == "true";
-      if (s == "null" || s == "~") return nullptr;
-      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos) {
-        return std::stoll(s);
-      }
-      return s;
-    }
-    default:
-      return nullptr;
-  }
+// The manifest as kubectl sends it; a malformed one fails the test.
+nlohmann::json FromYaml(const char* yaml) {
+  absl::StatusOr<nlohmann::json> j = k8s::YamlToJson(yaml);
+  EXPECT_TRUE(j.ok()) << j.status();
+  return j.ok() ? *j : nlohmann::json();
 }
 
 // The opaque parameters for driver gpu.nvidia.com in a ResourceClaim or ResourceClaimTemplate.
 std::vector<nlohmann::json> GpuParameters(const char* manifest) {
-  nlohmann::json object = ToJson(YAML::Load(manifest));
+  nlohmann::json object = FromYaml(manifest);
   const nlohmann::json& spec =
       object["kind"] == "ResourceClaimTemplate" ? object["spec"]["spec"] : object["spec"];
   std::vector<nlohmann::json> out;
@@ -144,20 +123,20 @@ TEST(ApiExamplesTest, TimeSlicedSharedClaim) {
 // The API reference's examples: time-slicing with interval Default, MIG time-slicing and MPS.
 TEST(ApiExamplesTest, ReferenceDocExamples) {
   auto gates = Gates("TimeSlicingSettings=true,MPSSupport=true");
-  absl::StatusOr<Config> ts = DecodeOpaqueConfig(ToJson(YAML::Load(R"(
+  absl::StatusOr<Config> ts = DecodeOpaqueConfig(FromYaml(R"(
 apiVersion: resource.nvidia.com/v1beta1
 kind: GpuConfig
 sharing:
   strategy: TimeSlicing
   timeSlicingConfig:
     interval: Default
-)")),
+)"),
                                                  *gates);
   ASSERT_TRUE(ts.ok()) << ts.status();
   EXPECT_EQ(std::get<GpuConfig>(*ts).sharing->time_slicing_config->interval,
             TimeSliceInterval::kDefault);
 
-  absl::StatusOr<Config> mps = DecodeOpaqueConfig(ToJson(YAML::Load(R"(
+  absl::StatusOr<Config> mps = DecodeOpaqueConfig(FromYaml(R"(
 apiVersion: resource.nvidia.com/v1beta1
 kind: GpuConfig
 sharing:
@@ -167,7 +146,7 @@ sharing:
     defaultPinnedDeviceMemoryLimit: "4Gi"
     defaultPerDevicePinnedMemoryLimit:
       "0": "2Gi"
-)")),
+)"),
                                                   *gates);
   ASSERT_TRUE(mps.ok()) << mps.status();
   auto limits = ResolvePinnedMemoryLimits(*std::get<GpuConfig>(*mps).sharing->mps_config,
@@ -175,23 +154,23 @@ sharing:
   ASSERT_TRUE(limits.ok()) << limits.status();
   EXPECT_EQ(*limits, (std::map<std::string, int64_t>{{"GPU-aaaa", 2048}, {"GPU-bbbb", 4096}}));
 
-  absl::StatusOr<Config> mig_ts = DecodeOpaqueConfig(ToJson(YAML::Load(R"(
+  absl::StatusOr<Config> mig_ts = DecodeOpaqueConfig(FromYaml(R"(
 apiVersion: resource.nvidia.com/v1beta1
 kind: MigDeviceConfig
 sharing:
   strategy: TimeSlicing
-)")),
+)"),
                                                      *gates);
   ASSERT_TRUE(mig_ts.ok()) << mig_ts.status();
 
-  absl::StatusOr<Config> mig_mps = DecodeOpaqueConfig(ToJson(YAML::Load(R"(
+  absl::StatusOr<Config> mig_mps = DecodeOpaqueConfig(FromYaml(R"(
 apiVersion: resource.nvidia.com/v1beta1
 kind: MigDeviceConfig
 sharing:
   strategy: MPS
   mpsConfig:
     defaultActiveThreadPercentage: 50
-)")),
+)"),
                                                       *gates);
   ASSERT_TRUE(mig_mps.ok()) << mig_mps.status();
   EXPECT_EQ(
@@ -291,20 +270,20 @@ TEST(ApiExamplesTest, GpuTestVfioConfig) {
 // What the compute-domain controller writes into the channel and daemon claim templates.
 TEST(ApiExamplesTest, ComputeDomainControllerConfigs) {
   auto gates = Gates();
-  absl::StatusOr<Config> channel = DecodeOpaqueConfig(ToJson(YAML::Load(R"(
+  absl::StatusOr<Config> channel = DecodeOpaqueConfig(FromYaml(R"(
 apiVersion: resource.nvidia.com/v1beta1
 kind: ComputeDomainChannelConfig
 domainID: 3f1e9c2a-0b7d-4c41-9e55-2b8f6f0d1a77
 allocationMode: Single
-)")),
+)"),
                                                       *gates);
   ASSERT_TRUE(channel.ok()) << channel.status();
   EXPECT_FALSE(std::get<ComputeDomainChannelConfig>(*channel).AllChannels());
-  absl::StatusOr<Config> daemon = DecodeOpaqueConfig(ToJson(YAML::Load(R"(
+  absl::StatusOr<Config> daemon = DecodeOpaqueConfig(FromYaml(R"(
 apiVersion: resource.nvidia.com/v1beta1
 kind: ComputeDomainDaemonConfig
 domainID: 3f1e9c2a-0b7d-4c41-9e55-2b8f6f0d1a77
-)")),
+)"),
                                                      *gates);
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   EXPECT_EQ(std::get<ComputeDomainDaemonConfig>(*daemon).domain_id,

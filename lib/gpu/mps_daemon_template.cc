@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "yaml-cpp/yaml.h"
+#include "lib/k8s/yaml_json.h"
 
 namespace dra::gpu {
 namespace {
@@ -14,47 +14,6 @@ std::string JsonString(absl::string_view s) { return nlohmann::json(std::string(
 
 // "" -> null, so that the key is left out.
 std::string OptionalJsonString(absl::string_view s) { return s.empty() ? "null" : JsonString(s); }
-
-std::optional<int64_t> ParseInteger(const std::string& s) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
-  if (i == s.size()) return std::nullopt;
-  for (size_t j = i; j < s.size(); ++j) {
-    if (s[j] < '0' || s[j] > '9') return std::nullopt;
-  }
-  return std::strtoll(s.c_str(), nullptr, 10);
-}
-
-nlohmann::json Convert(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return nullptr;
-    case YAML::NodeType::Scalar: {
-      const std::string& s = node.Scalar();
-      if (node.Tag() != "?") return s;  // quoted (tag "!") or explicitly tagged: a string
-      if (s == "true") return true;
-      if (s == "false") return false;
-      if (s == "null" || s == "~") return nullptr;
-      if (std::optional<int64_t> n = ParseInteger(s)) return *n;
-      return s;
-    }
-    case YAML::NodeType::Sequence: {
-      nlohmann::json out = nlohmann::json::array();
-      for (const YAML::Node& item : node) out.push_back(Convert(item));
-      return out;
-    }
-    case YAML::NodeType::Map: {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& kv : node) {
-        nlohmann::json value = Convert(kv.second);
-        if (!value.is_null()) out[kv.first.Scalar()] = std::move(value);
-      }
-      return out;
-    }
-  }
-  return nullptr;
-}
 
 }  // namespace
 
@@ -81,14 +40,6 @@ absl::StatusOr<std::string> SubstitutePlaceholders(
   }
   absl::StrAppend(&out, text.substr(pos));
   return out;
-}
-
-absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml) {
-  try {
-    return Convert(YAML::Load(std::string(yaml)));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("parse YAML: ", e.what()));
-  }
 }
 
 absl::StatusOr<nlohmann::json> RenderMpsDeployment(const MpsDeploymentParams& p) {
@@ -125,7 +76,7 @@ absl::StatusOr<nlohmann::json> RenderMpsDeployment(const MpsDeploymentParams& p)
   };
   absl::StatusOr<std::string> text = SubstitutePlaceholders(MpsDeploymentTemplate(), values);
   if (!text.ok()) return absl::InternalError(text.status().message());
-  absl::StatusOr<nlohmann::json> object = YamlToJson(*text);
+  absl::StatusOr<nlohmann::json> object = k8s::YamlToJson(*text, {.drop_null_members = true});
   if (!object.ok()) {
     return absl::InternalError(
         absl::StrCat("MPS Deployment template: ", object.status().message()));

@@ -50,9 +50,4 @@ absl::StatusOr<nlohmann::json> RenderMpsDeployment(const MpsDeploymentParams& pa
 absl::StatusOr<std::string> SubstitutePlaceholders(
     absl::string_view text, const std::map<std::string, std::string>& values);
 
-// YAML (block or flow) to JSON: plain scalars become null, booleans (true/false) and integers
-// where they spell one, everything else (and every quoted scalar) a string; keys whose value is
-// null are dropped. InvalidArgument with the parser's position for malformed YAML.
-absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml);
-
 }  // namespace dra::gpu

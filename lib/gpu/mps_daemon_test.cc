@@ -301,15 +301,6 @@ TEST_F(MpsDaemonTest, ValuesCannotChangeTheTemplateStructure) {
   EXPECT_FALSE(dep->contains("x"));
 }
 
-TEST(MpsTemplateTest, YamlToJsonTypesAndNulls) {
-  absl::StatusOr<json> j =
-      YamlToJson("a: 1\nb: \"1\"\nc: true\nd: 'false'\ne: null\nf: [x, 2]\ng: -3\nh: 1.5\n");
-  ASSERT_TRUE(j.ok()) << j.status();
-  EXPECT_EQ(*j,
-            json::parse(R"({"a":1,"b":"1","c":true,"d":"false","f":["x",2],"g":-3,"h":"1.5"})"));
-  EXPECT_FALSE(YamlToJson("a: [1, 2").ok());
-}
-
 TEST(MpsTemplateTest, SubstitutionNeedsEveryPlaceholder) {
   EXPECT_EQ(*SubstitutePlaceholders("a {{X}} b {{X}}", {{"X", "\"v\""}}), "a \"v\" b \"v\"");
   EXPECT_FALSE(SubstitutePlaceholders("a {{Y}}", {{"X", "1"}}).ok());

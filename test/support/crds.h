@@ -26,9 +26,9 @@
 #include "lib/common/status.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/rest_config.h"
+#include "lib/k8s/yaml_json.h"
 #include "nlohmann/json.hpp"
 #include "test/support/cluster_env.h"
-#include "yaml-cpp/yaml.h"
 
 namespace dra::testing {
 
@@ -40,35 +40,6 @@ namespace crds_internal {
 
 inline constexpr k8s::ResourceInfo kCrds{"apiextensions.k8s.io", "v1", "CustomResourceDefinition",
                                          "customresourcedefinitions", false};
-
-// YAML -> JSON with YAML 1.2 core-schema typing of plain scalars (what kubectl sends).
-inline nlohmann::json ToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& kv : node) out[kv.first.Scalar()] = ToJson(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(ToJson(item));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = node.Scalar();
-      if (node.Tag() != "?") return s;  // quoted or explicitly tagged
-      if (s == "true" || s == "false") return s == "true";
-      if (s == "null" || s == "~") return nullptr;
-      const size_t digits = s[0] == '-' ? 1 : 0;
-      if (s.size() > digits && s.find_first_not_of("0123456789", digits) == std::string::npos) {
-        return std::stoll(s);
-      }
-      return s;
-    }
-    default:
-      return nullptr;
-  }
-}
 
 inline nlohmann::json Conditions(const nlohmann::json& crd) {
   return crd.value("status", nlohmann::json::object()).value("conditions", nlohmann::json::array());
@@ -110,15 +81,12 @@ inline absl::Status InstallChartCrds(absl::Duration timeout = absl::Seconds(60))
   std::vector<nlohmann::json> applied;
   for (const std::string& file : files) {
     ASSIGN_OR_RETURN(std::string text, ReadFile(file));
-    std::vector<YAML::Node> docs;
-    try {
-      docs = YAML::LoadAll(text);
-    } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat("parse ", file, ": ", e.what()));
+    absl::StatusOr<std::vector<nlohmann::json>> docs = k8s::YamlDocumentsToJson(text);
+    if (!docs.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ": ", docs.status().message()));
     }
-    for (const YAML::Node& doc : docs) {
-      if (!doc.IsMap()) continue;  // an empty document
-      nlohmann::json crd = crds_internal::ToJson(doc);
+    for (nlohmann::json& crd : *docs) {
+      if (!crd.is_object()) continue;
       absl::StatusOr<nlohmann::json> out = client->Apply(crds_internal::kCrds, "", crd);
       if (!out.ok()) {
         return absl::Status(out.status().code(),
