@@ -7,7 +7,8 @@
 # (a token that authenticates as nobody, a policy that refuses everything) cannot pass.
 #
 # Covered: the kubelet plugins' ResourceSlice, Node and ResourceClaim status writes, the
-# ComputeDomain controller's Node writes and namespaced pod read, and the IMEX daemon's pod patch.
+# ComputeDomain controller's and the uninstall cleanup Job's Node writes, the controller's
+# namespaced pod read, and the IMEX daemon's pod patch.
 # The MPS Deployment policy is checked in gpu_mps.bats, where the MPSSupport gate is on.
 
 setup_file() {
@@ -20,6 +21,8 @@ teardown_file() {
   load lib
   load gpu_lib
   kubectl label node "$GPU_NODE" resource.nvidia.com/computeDomain- >/dev/null 2>&1 || true
+  kubectl delete clusterrolebinding rbac-e2e-uninstall-cleanup --ignore-not-found >/dev/null 2>&1 || true
+  kubectl -n "$DRIVER_NS" delete serviceaccount dra-driver-nvidia-gpu-uninstall-cleanup --ignore-not-found >/dev/null 2>&1 || true
   kubectl -n "$DRIVER_NS" delete pod rbac-e2e-daemon-a rbac-e2e-daemon-b --ignore-not-found --wait=false >/dev/null 2>&1 || true
   kubectl delete namespace "$E2E_NS" --wait=false >/dev/null 2>&1 || true
 }
@@ -153,6 +156,31 @@ node_json_with() { kubectl get node "$1" -o json | jq -c "$2"; }
   denied "list pods in default" "forbidden" as "$kc" -n default get pods
   denied "list pods cluster-wide" "forbidden" as "$kc" get pods -A
   denied "patch a pod" "forbidden" as "$kc" -n "$DRIVER_NS" label pod "$pod" rbac-e2e=x --dry-run=server
+}
+
+@test "uninstall cleanup Job's account: the node policy holds it to removing the ComputeDomain label" {
+  local kc sa=dra-driver-nvidia-gpu-uninstall-cleanup label=resource.nvidia.com/computeDomain
+  kubectl get clusterrole dra-driver-nvidia-gpu-clusterrole-controller >/dev/null 2>&1 ||
+    skip "no ComputeDomain controller (resources.computeDomains.enabled=false)"
+  # The Job's account exists only while `helm uninstall` runs its pre-delete hook: a stand-in of
+  # that name, with the controller's node rights (the Job's ClusterRole has list and update of
+  # nodes), is what the policy sees then.
+  kubectl -n "$DRIVER_NS" create serviceaccount "$sa" >/dev/null
+  kubectl create clusterrolebinding rbac-e2e-uninstall-cleanup --serviceaccount="$DRIVER_NS:$sa" \
+    --clusterrole=dra-driver-nvidia-gpu-clusterrole-controller >/dev/null
+  kc=$(mktemp "$BATS_TEST_TMPDIR/kubeconfig-hook-XXXX")
+  sed "s|token: \"[^\"]*\"|token: \"$(kubectl -n "$DRIVER_NS" create token "$sa" --duration 10m)\"|" \
+    "$(plugin_kc "$GPU_NODE")" >"$kc"
+  kubectl label node "$GPU_NODE" --overwrite "$label=rbac-e2e-stale" >/dev/null
+  allowed "remove $label" as "$kc" replace --dry-run=server -f - \
+    <<<"$(node_json_with "$GPU_NODE" "del(.metadata.labels[\"$label\"])")"
+  denied "change $label" "may only remove the Node label" as "$kc" replace --dry-run=server -f - \
+    <<<"$(node_json_with "$GPU_NODE" ".metadata.labels[\"$label\"] = \"other\"")"
+  denied "remove another label" "may change no Node label but" as "$kc" replace --dry-run=server -f - \
+    <<<"$(node_json_with "$GPU_NODE" "del(.metadata.labels[\"$label\"]) | del(.metadata.labels[\"nvidia.com/gpu.present\"])")"
+  kubectl label node "$GPU_NODE" "$label-" >/dev/null
+  kubectl delete clusterrolebinding rbac-e2e-uninstall-cleanup >/dev/null
+  kubectl -n "$DRIVER_NS" delete serviceaccount "$sa" >/dev/null
 }
 
 # A pod of the IMEX daemons' service account that never runs (no node matches), for its token.
