@@ -47,8 +47,10 @@ rc=0
 # -T: each result line ends in "in <N>ms"; the slowest are listed below the results.
 bats --tap -T "$@" | tee "$out" || rc=$?
 echo "[e2e] the slowest scenarios:"
-sed -nE 's/^(not )?ok [0-9]+ (.*) in ([0-9]+)ms.*/\3 \2/p' "$out" | sort -rn | head -n 10 |
-  awk '{ t = $1; $1 = ""; printf "  %6.1fs %s\n", t / 1000, substr($0, 2, 110) }'
+# awk reads to the end (NR <= 10, not head): under pipefail, head's early exit could SIGPIPE sort
+# and end this script with 141 before the summary line.
+sed -nE 's/^(not )?ok [0-9]+ (.*) in ([0-9]+)ms.*/\3 \2/p' "$out" | sort -rn |
+  awk 'NR <= 10 { t = $1; $1 = ""; printf "  %6.1fs %s\n", t / 1000, substr($0, 2, 110) }'
 passed=$(grep -Ec '^ok [0-9]+ ' "$out" || true)
 skipped=$(grep -Ec '^ok [0-9]+ .*# skip' "$out" || true)
 failed=$(grep -Ec '^not ok ' "$out" || true)
