@@ -28,6 +28,11 @@ teardown_file() {
 setup() {
   load lib
   load gpu_lib
+  # Every test starts with every component running. kube-scheduler exits by design when its cache
+  # turns out inconsistent ("Scheduler cache is corrupted", then exit 1), which a pod bound while
+  # the API server died can cause once that pod changes again, e.g. when the previous test's
+  # teardown deletes it; a real control plane's kubelet restarts it, and so does this.
+  restore_control_plane
 }
 
 teardown() {
