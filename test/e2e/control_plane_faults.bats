@@ -28,16 +28,13 @@ teardown_file() {
 setup() {
   load lib
   load gpu_lib
-  # Every test starts with every component running. kube-scheduler exits by design when its cache
-  # turns out inconsistent ("Scheduler cache is corrupted", then exit 1), which a pod bound while
-  # the API server died can cause once that pod changes again, e.g. when the previous test's
-  # teardown deletes it; a real control plane's kubelet restarts it, and so does this.
   restore_control_plane
 }
 
 teardown() {
   restore_control_plane
   clean_node "$GPU_NODE"
+  fresh_scheduler
   restore_driver
 }
 
@@ -48,6 +45,16 @@ cluster_locked() { (exec 9>"$CLUSTER_DIR.lock" && flock -w 600 9 && "$@"); }
 ensure_component() {
   component_pid "$1" >/dev/null || start_component "$1"
   wait_healthy "$1"
+}
+# A new kube-scheduler for the next test. One whose binding a fault interrupted can keep that pod
+# in its cache, and it exits by design once the pod changes again ("Pod updated on a different
+# node than previously added to ... Scheduler cache is corrupted", exit 1), e.g. when the test's
+# teardown deletes it: the next test's pods then wait for a scheduler that is gone (a real control
+# plane's kubelet would restart it). A fresh one lists everything anew.
+fresh_scheduler() {
+  cluster_locked stop_component kube-scheduler 5 >&3
+  wait_for 30 "the port of kube-scheduler to be free" eval '! port_in_use "$(component_port kube-scheduler)"'
+  cluster_locked ensure_component kube-scheduler >&3
 }
 restore_control_plane() {
   local c
