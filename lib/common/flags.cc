@@ -185,17 +185,17 @@ Flags::FlagRef Flags::AddCustom(absl::string_view name, absl::string_view env,
 Flags::FlagRef Flags::AddLoggingFlags() {
   verbosity_ = log::Verbosity();
   return Add(
-      "v", "VERBOSITY", "int", absl::StrCat(verbosity_),
-      [this](absl::string_view text) {
-        int level;
-        if (!absl::SimpleAtoi(text, &level) || level < 0) {
-          return absl::InvalidArgumentError("want a non-negative integer");
-        }
-        verbosity_ = level;
-        log::SetVerbosity(level);
-        return absl::OkStatus();
-      },
-      "Log verbosity: lines logged at this level or below are written (klog's -v).")
+             "v", "VERBOSITY", "int", absl::StrCat(verbosity_),
+             [this](absl::string_view text) {
+               int level;
+               if (!absl::SimpleAtoi(text, &level) || level < 0) {
+                 return absl::InvalidArgumentError("want a non-negative integer");
+               }
+               verbosity_ = level;
+               log::SetVerbosity(level);
+               return absl::OkStatus();
+             },
+             "Log verbosity: lines logged at this level or below are written (klog's -v).")
       // The public driver's env for -v (docs/compatibility.md "Log lines").
       .Env("V");
 }

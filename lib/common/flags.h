@@ -104,8 +104,8 @@ class Flags {
                     absl::string_view default_text,
                     std::function<absl::Status(absl::string_view)> parse, absl::string_view help);
 
-  // "-v" / "--v" / env VERBOSITY, then env V (the public driver's): klog verbosity, applied with dra::log::SetVerbosity during
-  // Parse (before anything else is logged).
+  // "-v" / "--v" / env VERBOSITY, then env V (the public driver's): klog verbosity, applied with
+  // dra::log::SetVerbosity during Parse (before anything else is logged).
   FlagRef AddLoggingFlags();
   // The API client's flags, shared by every binary that talks to the API server: "--kubeconfig"
   // (env KUBECONFIG; empty: the in-cluster configuration), "--kube-api-qps" (KUBE_API_QPS) and
