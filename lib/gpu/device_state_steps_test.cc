@@ -75,6 +75,16 @@ class PrepareStepsTest : public DeviceStateTest {
   // Prepares MixedClaim("uid-1") and then puts the files back as a crash would have left them
   // between the steps: time-slice set, MPS daemon begun (the checkpoint as it was when the daemon
   // started), no CDI spec. Then restarts.
+  // One pass of the plugin's cleanup, for claims the API server no longer has.
+  absl::Status RunCleanupOfGoneClaims() {
+    metrics::Registry registry;
+    DriverMetrics metrics(&registry, "gpu.nvidia.com", "node1");
+    GpuDriver driver(state_.get(), tmp_.path() + "/plugin", &metrics);
+    GoneClaimApi api;
+    Cleanup cleanup(&api, checkpoint_.get(), cdi_.get(), state_.get(), &driver);
+    return cleanup.RunOnce();
+  }
+
   void PrepareAndCrashBetweenSteps() {
     std::string at_start;
     mps_->on_start = [&] {
@@ -126,12 +136,7 @@ TEST_F(PrepareStepsTest, CrashBetweenStepsIsUndoneByUnprepareAfterARestart) {
 
 TEST_F(PrepareStepsTest, CrashBetweenStepsIsUndoneByTheCleanupOnceTheClaimIsGone) {
   PrepareAndCrashBetweenSteps();
-  metrics::Registry registry;
-  DriverMetrics metrics(&registry, "gpu.nvidia.com", "node1");
-  GpuDriver driver(state_.get(), tmp_.path() + "/plugin", &metrics);
-  GoneClaimApi api;
-  Cleanup cleanup(&api, checkpoint_.get(), cdi_.get(), state_.get(), &driver);
-  ASSERT_TRUE(cleanup.RunOnce().ok());
+  ASSERT_TRUE(RunCleanupOfGoneClaims().ok());
   ExpectUndone();
 }
 
@@ -139,13 +144,8 @@ TEST_F(PrepareStepsTest, CrashBetweenStepsIsUndoneByTheCleanupOnceTheClaimIsGone
 // unprepared stale claim at level 0, why it was stale only at -v=4.
 TEST_F(PrepareStepsTest, CleanupLogsTheUnpreparedStaleClaimAtLevelZero) {
   PrepareAndCrashBetweenSteps();
-  metrics::Registry registry;
-  DriverMetrics metrics(&registry, "gpu.nvidia.com", "node1");
-  GpuDriver driver(state_.get(), tmp_.path() + "/plugin", &metrics);
-  GoneClaimApi api;
-  Cleanup cleanup(&api, checkpoint_.get(), cdi_.get(), state_.get(), &driver);
   log::LogCapture logs(/*verbosity=*/0);
-  absl::Status s = cleanup.RunOnce();
+  absl::Status s = RunCleanupOfGoneClaims();
   ASSERT_TRUE(s.ok()) << s;
   const std::string all = logs.Text();
   EXPECT_THAT(all, HasSubstr("] \"Checkpointed RC cleanup: unprepared stale claim\" "
