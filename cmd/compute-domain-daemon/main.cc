@@ -22,7 +22,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   dra::cddaemon::DaemonConfig c;
-  c.gates = &gates;
   dra::Flags flags("compute-domain-daemon",
                    "compute-domain-daemon runs and supervises the IMEX daemon of one node of a "
                    "ComputeDomain, registers it in the domain's ComputeDomainClique and keeps the "

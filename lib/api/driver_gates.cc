@@ -10,8 +10,9 @@ namespace {
 
 using S = FeatureStage;
 
-// The daemon implements both legacy paths, but the controller and the kubelet plugin follow only
-// ComputeDomainClique objects, so a domain would never become ready without them.
+// The public driver's IP mode and daemon-written ComputeDomain status do not exist here: the
+// controller, the daemon and the kubelet plugin follow only ComputeDomainClique objects with
+// DNS-named daemons, so these settings are refused rather than ignored.
 constexpr absl::string_view kNoLegacyDomains =
     "ComputeDomains without ComputeDomainCliques and DNS-named IMEX daemons are not supported by "
     "the controller and kubelet plugin of this version";

@@ -39,8 +39,6 @@ std::string GatesText(const FeatureGates& gates) {
 absl::Status RunController(ProcessOptions o, const FeatureGates& gates, SignalHandler* signals) {
   ControllerConfig& c = o.controller;
   RETURN_IF_ERROR(ValidateConfig(c, gates.Enabled(api::gate::kHostManagedIMEXDaemon)));
-  // hostManaged: the host's IMEX daemon; no DNS names and no cliques.
-  c.cliques_enabled = !c.host_managed() && gates.Enabled(api::gate::kComputeDomainCliques);
   c.feature_gates_text = GatesText(gates);
   if (!o.pprof_path.empty()) {
     DRA_WARNING("--pprof-path is accepted for compatibility but has no effect", "path",

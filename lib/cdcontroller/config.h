@@ -35,7 +35,6 @@ struct ControllerConfig {
   std::string imex_isolation = std::string(kImexIsolationDomain);
   absl::Duration daemon_readiness_period = absl::Seconds(10);
   std::string feature_gates_text;  // FEATURE_GATES rendered into the daemon pods
-  bool cliques_enabled = true;     // gate ComputeDomainCliques (false in hostManaged mode)
 
   // Timers.
   absl::Duration informer_resync = absl::Minutes(10);

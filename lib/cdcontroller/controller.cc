@@ -209,7 +209,7 @@ absl::Status Controller::ReconcileDomain(const std::string& uid) {
   if (!config_.host_managed()) RETURN_IF_ERROR(EnsureDaemonObjects(cd));
   RETURN_IF_ERROR(EnsureWorkloadClaimTemplate(cd));
   std::vector<ComputeDomainClique> cliques;
-  if (!config_.host_managed() && config_.cliques_enabled) {
+  if (!config_.host_managed()) {
     ASSIGN_OR_RETURN(cliques, SyncCliques(cd));
   }
   return SyncStatus(cd, cliques);
@@ -278,13 +278,9 @@ absl::Status Controller::SyncStatus(const ComputeDomain& cd,
   if (!config_.host_managed()) {
     std::vector<DaemonPod> pods;
     for (const auto& p : pods_->ByIndex(kIndexByDomain, uid)) pods.push_back(DaemonPodFromPod(*p));
-    if (config_.cliques_enabled) {
-      std::vector<const ComputeDomainClique*> cliques;
-      for (const ComputeDomainClique& c : held) cliques.push_back(&c);
-      nodes = BuildNodes(cliques, pods);
-    } else {
-      nodes = BuildNodesWithoutCliques(cd.status.nodes, pods);
-    }
+    std::vector<const ComputeDomainClique*> cliques;
+    for (const ComputeDomainClique& c : held) cliques.push_back(&c);
+    nodes = BuildNodes(cliques, pods);
   }
   const std::string status = GlobalStatus(cd.spec.num_nodes, nodes, config_.host_managed());
   if (status == cd.status.status && SameNodes(nodes, cd.status.nodes)) {

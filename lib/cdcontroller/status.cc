@@ -93,20 +93,6 @@ std::vector<ComputeDomainNode> BuildNodes(std::vector<const k8s::ComputeDomainCl
   return Values(std::move(nodes));
 }
 
-std::vector<ComputeDomainNode> BuildNodesWithoutCliques(
-    const std::vector<ComputeDomainNode>& existing, const std::vector<DaemonPod>& pods) {
-  std::set<std::string> fabric_ips;
-  for (const DaemonPod& p : pods) {
-    if (!p.non_fabric() && !p.pod_ip.empty()) fabric_ips.insert(p.pod_ip);
-  }
-  std::map<std::string, ComputeDomainNode> nodes;
-  for (const ComputeDomainNode& n : existing) {
-    if (!n.clique_id.empty() && fabric_ips.contains(n.ip_address)) nodes.emplace(n.name, n);
-  }
-  AddNonFabricNodes(pods, &nodes);
-  return Values(std::move(nodes));
-}
-
 std::string GlobalStatus(int64_t num_nodes, const std::vector<ComputeDomainNode>& nodes,
                          bool host_managed) {
   if (host_managed) return std::string(k8s::kComputeDomainStatusReady);

@@ -42,11 +42,6 @@ DaemonPod DaemonPodFromPod(const k8s::Pod& pod);
 std::vector<k8s::ComputeDomainNode> BuildNodes(std::vector<const k8s::ComputeDomainClique*> cliques,
                                                const std::vector<DaemonPod>& pods);
 
-// Without the ComputeDomainCliques gate the daemons write status.nodes themselves: keeps the
-// entries with a clique ID whose IP is a fabric daemon pod's IP, then adds the non-fabric nodes.
-std::vector<k8s::ComputeDomainNode> BuildNodesWithoutCliques(
-    const std::vector<k8s::ComputeDomainNode>& existing, const std::vector<DaemonPod>& pods);
-
 // status.status: Ready in hostManaged mode; NotReady with fewer nodes than num_nodes or any node
 // NotReady (an empty node status does not count as NotReady); Ready otherwise.
 std::string GlobalStatus(int64_t num_nodes, const std::vector<k8s::ComputeDomainNode>& nodes,

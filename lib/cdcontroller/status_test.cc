@@ -125,19 +125,6 @@ TEST(BuildNodesTest, EntryOnAnIndexAnEarlierEntryHoldsIsNotListedYet) {
   EXPECT_EQ(nodes[0].name, "n1");
 }
 
-TEST(BuildNodesTest, WithoutCliquesKeepsEntriesOfLiveFabricPodsByIp) {
-  std::vector<ComputeDomainNode> existing = {
-      Node("n1", "10.0.0.1", "a", 0, "Ready"),  // pod alive: kept
-      Node("n2", "10.0.0.2", "a", 1, "Ready"),  // pod gone: dropped
-      Node("n3", "10.0.0.3", "", -1, "Ready"),  // non-fabric: rebuilt from pods
-  };
-  std::vector<DaemonPod> pods = {Pod("n1", "10.0.0.1", true, true, "a"),
-                                 Pod("n3", "10.0.0.3", false)};
-  std::vector<ComputeDomainNode> want = {Node("n1", "10.0.0.1", "a", 0, "Ready"),
-                                         Node("n3", "10.0.0.3", "", -1, "NotReady")};
-  EXPECT_EQ(BuildNodesWithoutCliques(existing, pods), want);
-}
-
 TEST(GlobalStatusTest, Table) {
   const std::vector<ComputeDomainNode> ready2 = {Node("a", "1", "c", 0, "Ready"),
                                                  Node("b", "2", "c", 1, "Ready")};

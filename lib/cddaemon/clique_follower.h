@@ -9,14 +9,16 @@
 // (a list without this node means the controller has not placed it yet: nothing to configure).
 // A failed callback is retried after the jittered backoff of SyncLoop.
 //
-// Thread-safety: Start, Stop from one thread (main); SetReady from any thread. The callback runs
-// on the worker thread, one call at a time.
+// Thread-safety: Start, Stop from one thread (main). The callback runs on the worker thread, one
+// call at a time.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "lib/cddaemon/registrar.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "lib/cddaemon/sync_loop.h"
 #include "lib/common/backoff.h"
 #include "lib/k8s/client.h"
@@ -24,6 +26,11 @@
 #include "lib/k8s/objects_compute_domain.h"
 
 namespace dra::cddaemon {
+
+// Receives the daemons of this daemon's clique after a successful sync (the clique's full list).
+// A non-OK result is retried like a failed sync. Runs on the worker thread, one call at a time.
+using DaemonsCallback =
+    std::function<absl::Status(const std::vector<k8s::ComputeDomainDaemonInfo>&)>;
 
 struct CliqueFollowerOptions {
   std::string namespace_name;  // the driver namespace (the daemon pod's namespace)
@@ -34,19 +41,17 @@ struct CliqueFollowerOptions {
   absl::Duration resync = absl::Minutes(4);  // informer resync (upstream issue #742)
 };
 
-class CliqueFollower final : public Registrar {
+class CliqueFollower final {
  public:
   CliqueFollower(k8s::Client* client, CliqueFollowerOptions options, DaemonsCallback callback);
-  ~CliqueFollower() override;
+  ~CliqueFollower();
   CliqueFollower(const CliqueFollower&) = delete;
   CliqueFollower& operator=(const CliqueFollower&) = delete;
 
-  void Start() override;
-  // Nothing to publish: the controller reads the pod's Ready condition itself.
-  void SetReady(bool) override {}
+  void Start();
   // Stops the worker and the informer. The entry stays: the controller removes it when the pod
   // terminates, and a daemon restarted in the same pod keeps its index. Idempotent.
-  absl::Status Stop(absl::Duration budget) override;
+  absl::Status Stop(absl::Duration budget);
 
   // Callbacks run so far with a list that included this node (for tests and logs).
   int syncs() const { return loop_.syncs(); }

@@ -3,14 +3,10 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "lib/api/driver_gates.h"
-#include "lib/cddaemon/cd_status_registrar.h"
 #include "lib/cddaemon/clique_follower.h"
 #include "lib/cddaemon/dns_updater.h"
 #include "lib/cddaemon/imex_files.h"
 #include "lib/cddaemon/imex_process.h"
-#include "lib/cddaemon/ip_updater.h"
-#include "lib/cddaemon/pod_readiness.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 #include "lib/k8s/client.h"
@@ -69,19 +65,8 @@ absl::Status LabelOwnPod(k8s::Client& client, const DaemonConfig& c) {
 
 absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
   RETURN_IF_ERROR(CheckIdentity(c));
-  // Defaults: DNS names and cliques. (ComputeDomainCliques=true with DNS names off is refused by
-  // the gate rules before we get here.)
-  const bool dns_names =
-      c.gates == nullptr || c.gates->Enabled(api::gate::kIMEXDaemonsWithDNSNames);
-  const bool cliques = c.gates == nullptr || c.gates->Enabled(api::gate::kComputeDomainCliques);
-  if (cliques && !dns_names) {
-    return absl::InvalidArgumentError(
-        "feature gate ComputeDomainCliques requires IMEXDaemonsWithDNSNames to also be enabled");
-  }
-  if (!cliques && c.compute_domain_name.empty()) {
-    return absl::InvalidArgumentError(
-        "--compute-domain-name (COMPUTE_DOMAIN_NAME) is required with ComputeDomainCliques=false");
-  }
+  // DNS names and cliques are the only mode: the gate registry refuses
+  // IMEXDaemonsWithDNSNames=false and ComputeDomainCliques=false (lib/api/driver_gates.cc).
   ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(c.kubeconfig));
   ASSIGN_OR_RETURN(std::unique_ptr<k8s::Client> client, k8s::Client::Create(rest));
   // Checked before the pod is labelled: the label makes the controller list this node in its
@@ -105,67 +90,32 @@ absl::Status RunDaemon(const DaemonConfig& c, SignalHandler* signals) {
   }
 
   RETURN_IF_ERROR(WriteImexConfig(c.imexd_dir, c.pod_ip));
-  if (dns_names) RETURN_IF_ERROR(WriteStaticNodesFile(c.imexd_dir, c.max_nodes_per_imex_domain));
+  RETURN_IF_ERROR(WriteStaticNodesFile(c.imexd_dir, c.max_nodes_per_imex_domain));
 
   ImexProcess imex(
       {.argv = {*imex_path, "-c", ConfigPath(c.imexd_dir)}, .stop_timeout = c.imex_stop_timeout});
   DnsUpdater dns(c.hosts_file, c.clique_id, c.max_nodes_per_imex_domain, &imex);
-  IpUpdater ips(absl::StrCat(c.imexd_dir, "/", kNodesConfigName), c.clique_id, &imex);
-  DaemonsCallback on_daemons = [&](const std::vector<k8s::ComputeDomainDaemonInfo>& daemons) {
-    return dns_names ? dns.Update(daemons) : ips.Update(daemons);  // failures are retried
-  };
-
-  const DaemonIdentity me{.node_name = c.node_name,
-                          .pod_ip = c.pod_ip,
-                          .pod_name = c.pod_name,
-                          .pod_uid = c.pod_uid,
-                          .clique_id = c.clique_id,
-                          .max_nodes = c.max_nodes_per_imex_domain};
-  std::unique_ptr<Registrar> registrar;
-  std::string where;
-  if (cliques) {
-    // The controller writes the clique from the pod label set above; the daemon only reads it.
-    registrar = std::make_unique<CliqueFollower>(
-        client.get(),
-        CliqueFollowerOptions{.namespace_name = c.pod_namespace,
-                              .compute_domain_uid = c.compute_domain_uid,
-                              .clique_id = c.clique_id,
-                              .node_name = c.node_name,
-                              .resync = kInformerResync},
-        on_daemons);
-    where = absl::StrCat("ComputeDomainClique ", c.pod_namespace, "/",
-                         k8s::CliqueObjectName(c.compute_domain_uid, c.clique_id));
-  } else {
-    registrar = std::make_unique<CdStatusRegistrar>(
-        client.get(),
-        CdStatusRegistrarOptions{.cd_namespace = c.compute_domain_namespace,
-                                 .cd_name = c.compute_domain_name,
-                                 .cd_uid = c.compute_domain_uid,
-                                 .me = me,
-                                 .dns_names = dns_names,
-                                 .resync = kInformerResync},
-        on_daemons);
-    where = absl::StrCat("ComputeDomain ", c.compute_domain_namespace, "/", c.compute_domain_name,
-                         " status");
-  }
-  // Only the ComputeDomain status entry is written by the daemon (the controller reads the pod's
-  // Ready condition for the clique entry itself).
-  std::unique_ptr<PodReadinessWatcher> pod_watch;
-  if (!cliques) {
-    pod_watch = std::make_unique<PodReadinessWatcher>(
-        client.get(), c.pod_namespace, c.pod_name, kInformerResync,
-        [&registrar](bool ready) { registrar->SetReady(ready); });
-  }
-  registrar->Start();
-  if (pod_watch) pod_watch->Start();
+  // The controller writes the clique from the pod label set above (and reads the pod's Ready
+  // condition itself); the daemon only reads it.
+  CliqueFollower follower(client.get(),
+                          CliqueFollowerOptions{.namespace_name = c.pod_namespace,
+                                                .compute_domain_uid = c.compute_domain_uid,
+                                                .clique_id = c.clique_id,
+                                                .node_name = c.node_name,
+                                                .resync = kInformerResync},
+                          [&dns](const std::vector<k8s::ComputeDomainDaemonInfo>& daemons) {
+                            return dns.Update(daemons);  // failures are retried
+                          });
+  const std::string where = absl::StrCat("ComputeDomainClique ", c.pod_namespace, "/",
+                                         k8s::CliqueObjectName(c.compute_domain_uid, c.clique_id));
+  follower.Start();
   DRA_INFO("daemon running", "registration", where, "node", c.node_name, "podIP", c.pod_ip,
-           "dnsNames", dns_names);
+           "dnsNames", true);
 
   signals->WaitForShutdown();
   DRA_INFO("shutting down: stopping nvidia-imex", "registration", where);
-  absl::Status removed = registrar->Stop(kRemoveEntryBudget);
+  absl::Status removed = follower.Stop(kRemoveEntryBudget);
   if (!removed.ok()) DRA_ERROR("could not remove own entry", "err", removed);
-  if (pod_watch) pod_watch->Stop();
   imex.Stop();
   DRA_INFO("Exiting");
   return absl::OkStatus();

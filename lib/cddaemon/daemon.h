@@ -1,15 +1,15 @@
 #pragma once
 
 // compute-domain-daemon's two subcommands (spec "compute-domain-daemon"; docs/compute-domains.md):
-//   run    register in the ComputeDomainClique, keep /etc/hosts and nvidia-imex in step with the
-//          clique, publish the pod's readiness; on SIGTERM remove the own entry and stop IMEX.
+//   run    label the own pod with the clique ID (the controller then lists it in the
+//          ComputeDomainClique), keep /etc/hosts and nvidia-imex in step with the clique; on
+//          SIGTERM stop IMEX.
 //   check  the probe: asks the local nvidia-imex (via nvidia-imex-ctl) whether it is READY.
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "lib/common/feature_gates.h"
 #include "lib/common/signals.h"
 
 namespace dra::cddaemon {
@@ -36,7 +36,6 @@ struct DaemonConfig {
   absl::Duration imex_stop_timeout = absl::Seconds(10);
   // Below the probes' 10 s timeoutSeconds, so that the kubelet records our message.
   absl::Duration check_timeout = absl::Seconds(8);
-  const FeatureGates* gates = nullptr;
 };
 
 // Runs until `signals` reports shutdown. An error for misconfiguration (no CDI edits, missing

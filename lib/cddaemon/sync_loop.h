@@ -1,13 +1,12 @@
 #pragma once
 
-// The retry discipline of the daemon's workers (CliqueFollower, which retries a failed hosts-file
-// update, and CdStatusRegistrar, which writes the ComputeDomain status shared by all daemons):
-// events only mark the state dirty and one worker thread runs `sync` (latest wins; nothing can
-// block the informer that reports the events). A failed sync is retried after a jittered
-// exponential backoff (kWriteBackoff by default). After a conflict the whole delay is waited, which
-// spreads many daemons writing one object, and so after a timeout or a 429 (an API server that is
-// behind); after other errors (no free index, connection refused) an event ends the wait early,
-// since it may be the change that helps.
+// The retry discipline of the daemon's worker (CliqueFollower, which retries a failed hosts-file
+// update): events only mark the state dirty and one worker thread runs `sync` (latest wins;
+// nothing can block the informer that reports the events). A failed sync is retried after a
+// jittered exponential backoff (kWriteBackoff by default). After a conflict the whole delay is
+// waited, which spreads many daemons writing one object, and so after a timeout or a 429 (an API
+// server that is behind); after other errors (no free index, connection refused) an event ends the
+// wait early, since it may be the change that helps.
 //
 // Thread-safety: Start and Stop from one thread; Wake from any thread. `sync` runs on the worker
 // thread only.

@@ -157,11 +157,6 @@ absl::Status PluginApp::CheckConfig() {
                                                    config_.imex_isolation,
                                                    "\" (allowed: domain, channel)"));
   }
-  if (GateOn(config_.gates, api::gate::kComputeDomainCliques) &&
-      !GateOn(config_.gates, api::gate::kIMEXDaemonsWithDNSNames)) {
-    return absl::InvalidArgumentError(
-        "feature gate ComputeDomainCliques requires IMEXDaemonsWithDNSNames to also be enabled");
-  }
   parts_->plugin_dir = absl::StrCat(config_.kubelet_plugins_dir, "/", kDriverName);
   RETURN_IF_ERROR(MakeDirectories(parts_->plugin_dir, 0750));
   return MakeDirectories(config_.cdi_root, 0750);
@@ -201,13 +196,13 @@ absl::Status PluginApp::InspectDriver() {
     ASSIGN_OR_RETURN(nvml::Session session, p.nvml->Open());
     ASSIGN_OR_RETURN(p.driver_version, session.DriverVersion());
   }
-  // The DNS-name requirement concerns the driver's own IMEX daemons only.
-  if (!host_managed() && GateOn(config_.gates, api::gate::kIMEXDaemonsWithDNSNames) &&
-      cdi::CompareVersions(p.driver_version, kMinDriverVersionForDnsNames) < 0) {
+  // The driver's own IMEX daemons always address each other by DNS names (the gate registry
+  // refuses IMEXDaemonsWithDNSNames=false); a host-managed IMEX daemon is not ours to check.
+  if (!host_managed() && cdi::CompareVersions(p.driver_version, kMinDriverVersionForDnsNames) < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "NVIDIA driver ", p.driver_version, " is older than ", kMinDriverVersionForDnsNames,
-        ", the oldest whose IMEX daemon works with DNS names; upgrade the driver or set "
-        "featureGates.IMEXDaemonsWithDNSNames=false"));
+        ", the oldest whose IMEX daemon works with DNS names (the only IMEX daemon addressing "
+        "of this version); upgrade the driver"));
   }
   absl::StatusOr<std::string> clique =
       DiscoverCliqueId(*p.nvml, GateOn(config_.gates, api::gate::kCrashOnNVLinkFabricErrors));

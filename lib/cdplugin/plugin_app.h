@@ -4,9 +4,9 @@
 // of the driver root, NVML (driver version, clique ID), the checkpoint, CDI, the ComputeDomain
 // cache, the kubelet-facing gRPC servers, the ResourceSlice publisher, metrics and cleanup.
 // Start order:
-//   1 config checks (IMEX mode, gates), data and CDI directories
+//   1 config checks (IMEX mode and isolation), data and CDI directories
 //   2 API clients and metrics
-//   3 driver root, NVML: driver version (>= 570.158.01 with IMEXDaemonsWithDNSNames, unless
+//   3 driver root, NVML: driver version (>= 570.158.01, for DNS-named IMEX daemons, unless
 //     hostManaged), clique ID
 //     (strict with CrashOnNVLinkFabricErrors), the nvidia-caps-imex-channels major
 //   4 checkpoint (boot ID rule)

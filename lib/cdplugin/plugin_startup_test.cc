@@ -14,6 +14,7 @@ namespace dra::cdplugin {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kBinary =
     dra::testing::BinaryDir() + "/cmd/compute-domain-kubelet-plugin/compute-domain-kubelet-plugin";
@@ -122,7 +123,10 @@ TEST_F(StartupFailureTest, DriverTooOldForDnsNames) {
   auto r = Start(root);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("NVIDIA driver 570.86.15 is older than 570.158.01"));
-  EXPECT_THAT(r.output, HasSubstr("featureGates.IMEXDaemonsWithDNSNames=false"));
+  // The advice names what the operator can do: IMEXDaemonsWithDNSNames=false is refused by the
+  // gate registry, so it must not be offered.
+  EXPECT_THAT(r.output, HasSubstr("; upgrade the driver"));
+  EXPECT_THAT(r.output, Not(HasSubstr("IMEXDaemonsWithDNSNames=false")));
 }
 
 TEST_F(StartupFailureTest, GpusInDifferentCliques) {
