@@ -195,9 +195,12 @@ spec:
   numNodes: 0
   channel: {resourceClaimTemplate: {name: $1-channel}}
 EOF
+  # The name is spliced in: inside wait_for, $1 is wait_for's own first argument.
   wait_for 60 "the controller's finalizer on ComputeDomain $ns/$1" eval \
-    '[[ $(kubectl -n $ns get computedomain $1 -o jsonpath="{.metadata.finalizers}") == *resource.nvidia.com/computeDomain* ]]' >&2
-  wait_for 60 "the channel template of ComputeDomain $ns/$1" kubectl -n "$ns" get resourceclaimtemplate "$1-channel" >&2
+    '[[ $(kubectl -n '"$ns"' get computedomain '"$1"' -o jsonpath="{.metadata.finalizers}") == *resource.nvidia.com/computeDomain* ]]' >&2 ||
+    return 1
+  wait_for 60 "the channel template of ComputeDomain $ns/$1" kubectl -n "$ns" get resourceclaimtemplate "$1-channel" >&2 ||
+    return 1
   echo "$ns"
 }
 
