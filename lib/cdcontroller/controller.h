@@ -70,7 +70,6 @@ class Controller {
   // Work items (controller.cc).
   void EnqueueDomain(const std::string& uid);
   absl::Status ReconcileDomain(const std::string& uid);
-  absl::Status EnsureFinalizer(const k8s::ComputeDomain& cd);
   absl::Status EnsureDaemonObjects(const k8s::ComputeDomain& cd);
   absl::Status EnsureWorkloadClaimTemplate(const k8s::ComputeDomain& cd);
   // Writes the domain's cliques (clique_sync.h; the controller is their only writer) and returns

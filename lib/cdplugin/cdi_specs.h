@@ -86,10 +86,6 @@ class CdiSpecs {
   absl::Status RemoveClaimSpec(const std::string& claim_uid) const;
   // Removes every claim spec (not the base spec); returns how many claims had one.
   absl::StatusOr<int> RemoveAllClaimSpecs() const;
-  std::string ClaimSpecPath(const std::string& claim_uid) const {
-    return claims_->PathFor(claim_uid);
-  }
-  std::string BaseSpecPath() const { return base_->PathFor(kBaseSpecId); }
 
  private:
   CdiSpecs(std::unique_ptr<cdi::TransientSpecDir> claims,

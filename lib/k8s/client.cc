@@ -222,16 +222,6 @@ absl::StatusOr<nlohmann::json> Client::MergePatch(const ResourceInfo& r, absl::s
               Describe("patch", r, ns, name));
 }
 
-absl::StatusOr<nlohmann::json> Client::JsonPatch(const ResourceInfo& r, absl::string_view ns,
-                                                 absl::string_view name, const nlohmann::json& ops,
-                                                 absl::string_view subresource) {
-  return Call({.method = "PATCH",
-               .path_and_query = ResourcePath(r, ns, name, subresource),
-               .content_type = "application/json-patch+json",
-               .body = ops.dump()},
-              Describe("patch", r, ns, name));
-}
-
 absl::StatusOr<nlohmann::json> Client::Apply(const ResourceInfo& r, absl::string_view ns,
                                              const nlohmann::json& object, bool force,
                                              absl::string_view subresource,

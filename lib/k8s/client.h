@@ -150,12 +150,6 @@ class Client {
   absl::StatusOr<nlohmann::json> MergePatch(const ResourceInfo& r, absl::string_view ns,
                                             absl::string_view name, const nlohmann::json& patch,
                                             absl::string_view subresource = "");
-  // RFC 6902 JSON patch (`ops` is the array of operations). No resourceVersion precondition:
-  // the server applies it to the latest object, so "test" operations are the only guard (a failed
-  // test is an InvalidArgument answer, 422).
-  absl::StatusOr<nlohmann::json> JsonPatch(const ResourceInfo& r, absl::string_view ns,
-                                           absl::string_view name, const nlohmann::json& ops,
-                                           absl::string_view subresource = "");
   // Server-side apply of `object` (must carry apiVersion, kind, metadata.name), as
   // `field_manager` (empty: ClientOptions::field_manager).
   absl::StatusOr<nlohmann::json> Apply(const ResourceInfo& r, absl::string_view ns,

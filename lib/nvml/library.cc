@@ -73,8 +73,6 @@ void BindAll(void* h, Api* a, std::vector<std::string>* m) {
        &a->gpu_instance_get_compute_instance_profile_info, kOptional, m);
   Bind(h, "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
        &a->gpu_instance_get_compute_instance_profile_info_v, kOptional, m);
-  Bind(h, "nvmlGpuInstanceGetComputeInstanceRemainingCapacity",
-       &a->gpu_instance_get_compute_instance_remaining_capacity, kOptional, m);
   Bind(h, "nvmlGpuInstanceCreateComputeInstance", &a->gpu_instance_create_compute_instance,
        kOptional, m);
   Bind(h, "nvmlGpuInstanceGetComputeInstances", &a->gpu_instance_get_compute_instances, kOptional,

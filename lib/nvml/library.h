@@ -72,8 +72,6 @@ struct Api {
       nullptr;
   abi::GpuInstanceGetComputeInstanceProfileInfoVFn*
       gpu_instance_get_compute_instance_profile_info_v = nullptr;
-  abi::GpuInstanceGetComputeInstanceRemainingCapacityFn*
-      gpu_instance_get_compute_instance_remaining_capacity = nullptr;
   abi::GpuInstanceCreateComputeInstanceFn* gpu_instance_create_compute_instance = nullptr;
   abi::GpuInstanceGetComputeInstancesFn* gpu_instance_get_compute_instances = nullptr;
   abi::GpuInstanceGetComputeInstanceByIdFn* gpu_instance_get_compute_instance_by_id = nullptr;

@@ -128,16 +128,6 @@ absl::StatusOr<std::vector<ComputeInstanceProfile>> GpuInstance::ComputeInstance
   return out;
 }
 
-absl::StatusOr<unsigned int> GpuInstance::ComputeInstanceRemainingCapacity(
-    unsigned int profile_id) const {
-  unsigned int count = 0;
-  RETURN_IF_ERROR(Call(*library_,
-                       library_->api().gpu_instance_get_compute_instance_remaining_capacity,
-                       "nvmlGpuInstanceGetComputeInstanceRemainingCapacity", AsGpuInstance(handle_),
-                       profile_id, &count));
-  return count;
-}
-
 absl::StatusOr<ComputeInstance> GpuInstance::CreateComputeInstance(unsigned int profile_id) const {
   abi::ComputeInstanceHandle handle = nullptr;
   RETURN_IF_ERROR(Call(*library_, library_->api().gpu_instance_create_compute_instance,

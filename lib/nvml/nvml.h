@@ -209,7 +209,6 @@ class GpuInstance {
       unsigned int profile_index) const;
   // Every compute instance profile this GPU instance supports.
   absl::StatusOr<std::vector<ComputeInstanceProfile>> ComputeInstanceProfiles() const;
-  absl::StatusOr<unsigned int> ComputeInstanceRemainingCapacity(unsigned int profile_id) const;
   absl::StatusOr<ComputeInstance> CreateComputeInstance(unsigned int profile_id) const;
   absl::StatusOr<std::vector<ComputeInstance>> ComputeInstances(
       const ComputeInstanceProfile& profile) const;
