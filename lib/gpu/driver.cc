@@ -81,10 +81,11 @@ DriverMetrics::DriverMetrics(metrics::Registry* r, const std::string& driver,
     requests_inflight->WithLabels({driver, op});
   }
   for (const char* t : kDeviceTypes) prepared_devices->WithLabels({node, driver, t});
-  for (const char* e : {"lock_acquire", "prepare_devices", "publish_resources"}) {
+  // The error types a failure is counted under (Prepare, Unprepare below), created at zero.
+  for (const char* e : {"lock_acquire", "prepare_devices"}) {
     prepare_errors_total->WithLabels({driver, e});
   }
-  for (const char* e : {"lock_acquire", "unprepare_devices", "publish_resources"}) {
+  for (const char* e : {"lock_acquire", "unprepare_devices"}) {
     unprepare_errors_total->WithLabels({driver, e});
   }
 }
