@@ -168,21 +168,6 @@ void ImexProcess::Terminate(pid_t pid) const {
   DRA_INFO("nvidia-imex stopped", "pid", pid);
 }
 
-absl::Status ImexProcess::Restart() {
-  // The lock is held throughout, so that the watchdog neither reaps the child being stopped nor
-  // counts its exit as a crash.
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::CancelledError("nvidia-imex supervision is stopping");
-  wanted_ = true;
-  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { Watchdog(); });
-  if (pid_ > 0) {
-    Terminate(pid_);
-    pid_ = 0;
-  }
-  consecutive_failures_ = 0;
-  return SpawnLocked();
-}
-
 bool ImexProcess::running() const {
   absl::MutexLock lock(&mu_);
   return pid_ > 0;

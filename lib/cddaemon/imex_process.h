@@ -41,9 +41,6 @@ class ImexProcess {
   // Starts the child unless it runs (or a restart is pending); `*fresh` tells whether this call
   // started it. An error when the program cannot be started (not found, not executable).
   absl::Status EnsureStarted(bool* fresh) ABSL_LOCKS_EXCLUDED(mu_);
-  // Stops the running child (as Stop does, but keeping the watchdog) and starts it again; starts
-  // it when none runs. For IP mode, where nvidia-imex reads its nodes file only at startup.
-  absl::Status Restart() ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `sig` to the running child; FailedPrecondition when none runs.
   absl::Status Signal(int sig) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the watchdog, then the child: SIGTERM, up to stop_timeout for it to exit, then SIGKILL.

@@ -78,28 +78,4 @@ absl::StatusOr<Kind> ParseKind(absl::string_view kind) {
   return out;
 }
 
-std::string QualifiedDeviceName(const Kind& kind, absl::string_view name) {
-  return absl::StrCat(kind.vendor, "/", kind.class_name, "=", name);
-}
-
-absl::StatusOr<QualifiedName> ParseQualifiedName(absl::string_view qualified) {
-  const size_t eq = qualified.find('=');
-  if (eq == absl::string_view::npos || qualified.empty() || qualified.front() == '/') {
-    return absl::InvalidArgumentError(absl::StrCat("invalid qualified device name \"", qualified,
-                                                   "\": expected <vendor>/<class>=<name>"));
-  }
-  absl::StatusOr<Kind> kind = ParseKind(qualified.substr(0, eq));
-  absl::Status status = kind.status();
-  QualifiedName out;
-  if (status.ok()) {
-    out = {kind->vendor, kind->class_name, std::string(qualified.substr(eq + 1))};
-    status = ValidateDeviceName(out.name);
-  }
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid qualified device name \"", qualified, "\": ", status.message()));
-  }
-  return out;
-}
-
 }  // namespace dra::cdi

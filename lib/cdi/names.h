@@ -31,17 +31,4 @@ struct Kind {
 // Splits and validates "<vendor>/<class>".
 absl::StatusOr<Kind> ParseKind(absl::string_view kind);
 
-struct QualifiedName {
-  std::string vendor;
-  std::string class_name;
-  std::string name;
-
-  friend bool operator==(const QualifiedName&, const QualifiedName&) = default;
-};
-
-// "<vendor>/<class>=<name>". Does not validate (callers build it from validated parts).
-std::string QualifiedDeviceName(const Kind& kind, absl::string_view name);
-// Parses and validates a qualified device ID: split at the first '=', then at the first '/'.
-absl::StatusOr<QualifiedName> ParseQualifiedName(absl::string_view qualified);
-
 }  // namespace dra::cdi

@@ -211,28 +211,12 @@ TEST(Versions, KnownAndOrdered) {
   EXPECT_EQ(CompareVersions("1.1.0", "1.1.0"), 0);
 }
 
-TEST(Names, QualifiedDeviceNames) {
+TEST(Names, Kinds) {
   absl::StatusOr<Kind> kind = ParseKind("k8s.gpu.example.com/claim");
   ASSERT_TRUE(kind.ok()) << kind.status();
   EXPECT_EQ(kind->vendor, "k8s.gpu.example.com");
   EXPECT_EQ(kind->class_name, "claim");
   EXPECT_EQ(kind->ToString(), "k8s.gpu.example.com/claim");
-  const std::string id = QualifiedDeviceName(*kind, "9e1c-gpu-0");
-  EXPECT_EQ(id, "k8s.gpu.example.com/claim=9e1c-gpu-0");
-  absl::StatusOr<QualifiedName> parsed = ParseQualifiedName(id);
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_EQ(*parsed, (QualifiedName{"k8s.gpu.example.com", "claim", "9e1c-gpu-0"}));
-}
-
-TEST(Names, RejectsMalformedQualifiedNames) {
-  for (const char* bad :
-       {"", "/vendor.com/class=x", "vendor.com/class", "vendor.com=x",
-        "vendor.com/class=", "vendor.com/class=-x", "v/class=x", "vendor.com/cl ass=x"}) {
-    SCOPED_TRACE(bad);
-    absl::StatusOr<QualifiedName> parsed = ParseQualifiedName(bad);
-    EXPECT_FALSE(parsed.ok());
-    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("invalid qualified device name"));
-  }
 }
 
 TEST(Names, DeviceNameRules) {

@@ -328,26 +328,6 @@ absl::StatusOr<std::optional<std::string>> GetOptionalString(const Json& obj,
   return out;
 }
 
-absl::StatusOr<std::optional<int64_t>> GetOptionalInt64(const Json& obj, absl::string_view path,
-                                                        absl::string_view key) {
-  absl::StatusOr<const Json*> m = Member(obj, path, key);
-  if (!m.ok()) return m.status();
-  if (*m == nullptr) return std::nullopt;
-  int64_t out = 0;
-  if (absl::Status s = DecodeInt64(**m, MemberPath(path, key), &out); !s.ok()) return s;
-  return out;
-}
-
-absl::StatusOr<std::optional<bool>> GetOptionalBool(const Json& obj, absl::string_view path,
-                                                    absl::string_view key) {
-  absl::StatusOr<const Json*> m = Member(obj, path, key);
-  if (!m.ok()) return m.status();
-  if (*m == nullptr) return std::nullopt;
-  bool out = false;
-  if (absl::Status s = DecodeBool(**m, MemberPath(path, key), &out); !s.ok()) return s;
-  return out;
-}
-
 absl::StatusOr<const Json*> GetOptionalObject(const Json& obj, absl::string_view path,
                                               absl::string_view key) {
   absl::StatusOr<const Json*> m = Member(obj, path, key);

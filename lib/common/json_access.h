@@ -93,10 +93,6 @@ absl::StatusOr<const Json*> GetObject(const Json& obj, absl::string_view path,
 absl::StatusOr<std::optional<std::string>> GetOptionalString(const Json& obj,
                                                              absl::string_view path,
                                                              absl::string_view key);
-absl::StatusOr<std::optional<int64_t>> GetOptionalInt64(const Json& obj, absl::string_view path,
-                                                        absl::string_view key);
-absl::StatusOr<std::optional<bool>> GetOptionalBool(const Json& obj, absl::string_view path,
-                                                    absl::string_view key);
 absl::StatusOr<const Json*> GetOptionalObject(const Json& obj, absl::string_view path,
                                               absl::string_view key);
 absl::StatusOr<const Json*> GetOptionalArray(const Json& obj, absl::string_view path,

@@ -39,24 +39,6 @@ constexpr GiProfileIndexInfo kGiProfileIndexes[] = {
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
-bool AllDigits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
-}
-
-// REQUIRES: AllDigits(s).
-std::optional<unsigned int> ToUint(std::string_view s) {
-  uint64_t value = 0;
-  for (char c : s) {
-    value = value * 10 + static_cast<uint64_t>(c - '0');
-    if (value > std::numeric_limits<unsigned int>::max()) return std::nullopt;
-  }
-  return static_cast<unsigned int>(value);
-}
-
 }  // namespace
 
 std::string MigProfile::String() const {
@@ -121,35 +103,6 @@ std::string MigProfileNameComponent(std::string_view profile) {
     if (c != '.') without_dots += c;
   }
   return SanitizeRfc1123(without_dots);
-}
-
-std::optional<MigDeviceNameParts> ParseMigDeviceName(std::string_view name) {
-  constexpr std::string_view kPrefix = "gpu-";
-  constexpr std::string_view kMig = "-mig-";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  name.remove_prefix(kPrefix.size());
-  const size_t mig = name.find(kMig);
-  if (mig == std::string_view::npos) return std::nullopt;
-  const std::string_view minor = name.substr(0, mig);
-  std::string_view rest = name.substr(mig + kMig.size());
-  // The profile component may itself contain '-' and digits; the two numbers are the last two
-  // dash-separated fields (the regex's greedy `(.+)`).
-  const size_t last = rest.rfind('-');
-  if (last == std::string_view::npos) return std::nullopt;
-  const std::string_view start = rest.substr(last + 1);
-  rest = rest.substr(0, last);
-  const size_t second = rest.rfind('-');
-  if (second == std::string_view::npos) return std::nullopt;
-  const std::string_view id = rest.substr(second + 1);
-  const std::string_view profile = rest.substr(0, second);
-  if (!AllDigits(minor) || !AllDigits(id) || !AllDigits(start) || profile.empty()) {
-    return std::nullopt;
-  }
-  std::optional<unsigned int> minor_value = ToUint(minor);
-  std::optional<unsigned int> id_value = ToUint(id);
-  std::optional<unsigned int> start_value = ToUint(start);
-  if (!minor_value || !id_value || !start_value) return std::nullopt;
-  return MigDeviceNameParts{*minor_value, std::string(profile), *id_value, *start_value};
 }
 
 }  // namespace dra::gpu

@@ -51,16 +51,4 @@ std::string SanitizeRfc1123(std::string_view name);
 // "1g.5gb" -> "1g5gb", "1g.10gb+me" -> "1g10gb-me", "1g.10gb+me.all" -> "1g10gb-meall".
 std::string MigProfileNameComponent(std::string_view profile);
 
-struct MigDeviceNameParts {
-  unsigned int parent_minor = 0;
-  std::string profile_component;  // sanitized, e.g. "1g5gb"
-  unsigned int gi_profile_id = 0;
-  unsigned int placement_start = 0;
-};
-
-// Splits a canonical MIG device name (as made by MigDeviceName in inventory.h)
-// (`^gpu-(\d+)-mig-(.+)-(\d+)-(\d+)$`); nullopt for anything else, including numbers that overflow
-// unsigned int.
-std::optional<MigDeviceNameParts> ParseMigDeviceName(std::string_view name);
-
 }  // namespace dra::gpu

@@ -121,28 +121,5 @@ TEST(MigProfileTest, CanonicalNames) {
   EXPECT_EQ(MigDeviceName(12, "1g.10gb+me.all", 30, 2), "gpu-12-mig-1g10gb-meall-30-2");
 }
 
-TEST(MigProfileTest, ParseNames) {
-  std::optional<MigDeviceNameParts> parts = ParseMigDeviceName("gpu-3-mig-1g10gb-me-20-6");
-  ASSERT_TRUE(parts.has_value());
-  EXPECT_EQ(parts->parent_minor, 3u);
-  EXPECT_EQ(parts->profile_component, "1g10gb-me");
-  EXPECT_EQ(parts->gi_profile_id, 20u);
-  EXPECT_EQ(parts->placement_start, 6u);
-
-  parts = ParseMigDeviceName(MigDeviceName(7, "3g.40gb", 9, 4));
-  ASSERT_TRUE(parts.has_value());
-  EXPECT_EQ(parts->parent_minor, 7u);
-  EXPECT_EQ(parts->profile_component, "3g40gb");
-  EXPECT_EQ(parts->gi_profile_id, 9u);
-  EXPECT_EQ(parts->placement_start, 4u);
-
-  for (const char* bad :
-       {"gpu-0", "gpu-0-mig-", "gpu-x-mig-1g5gb-19-0", "gpu-0-mig--19-0", "gpu-0-mig-1g5gb-19",
-        "gpu-0-mig-1g5gb-19-0x", "gpu-0-mig-1g5gb--0", "gpu-99999999999-mig-1g5gb-19-0",
-        "mig-0-gpu-1g5gb-19-0", "gpu--mig-1g5gb-19-0"}) {
-    EXPECT_FALSE(ParseMigDeviceName(bad).has_value()) << bad;
-  }
-}
-
 }  // namespace
 }  // namespace dra::gpu

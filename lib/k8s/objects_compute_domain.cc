@@ -141,8 +141,6 @@ std::string CliqueObjectName(absl::string_view compute_domain_uid, absl::string_
   return absl::StrCat(compute_domain_uid, ".", clique_id);
 }
 
-nlohmann::json DaemonInfoToJson(const ComputeDomainDaemonInfo& d) { return EncodeDaemon(d); }
-
 std::vector<int64_t> ResolvedIndices(const std::vector<ComputeDomainDaemonInfo>& daemons) {
   std::set<int64_t> taken;
   std::vector<int64_t> out;

@@ -105,9 +105,6 @@ struct ComputeDomainClique {
 // "<computeDomainUID>.<cliqueID>".
 std::string CliqueObjectName(absl::string_view compute_domain_uid, absl::string_view clique_id);
 
-// One daemon list entry as the API serves it.
-nlohmann::json DaemonInfoToJson(const ComputeDomainDaemonInfo& d);
-
 // The index each entry of a clique's daemon list is entitled to, decided in list order (the order
 // the API server serialized the appends in, the same for every reader): an entry keeps its index
 // when it is >= 0 and no earlier entry is entitled to it; otherwise it is entitled to the smallest
