@@ -114,6 +114,10 @@ makeIPTablesUtilChains: false
 # plugin down for minutes after a few kills. 1 s caps it (the minimum; the field needs the gate
 # KubeletCrashLoopBackOffMax, beta and on by default since 1.35). A test-cluster setting, see
 # docs/development.md "Settings that differ from the defaults".
+# A failed NodePrepareResources is retried at the pod's next periodic sync (the kubelet records the
+# event and ends the sync without an error, so its 10 s error back-off does not apply): 1 min by
+# default. 10 s here, so the scenarios that wait for that retry take seconds, not a minute.
+syncFrequency: 10s
 EOF2
   # The kubelet refuses the field with its gate off (DRA_FEATURE_GATES=KubeletCrashLoopBackOffMax=false).
   [[ ,${FEATURE_GATES// /}, == *,KubeletCrashLoopBackOffMax=false,* ]] ||
