@@ -8,6 +8,8 @@
 #   2. clang-tidy (clang-tidy-22, or $DRA_CLANG_TIDY) with the repository's .clang-tidy on every
 #      translation unit of ours (lib/, cmd/, test/, bench/; not the generated protobuf code), every
 #      finding an error.
+#   3. the docs lint (hack/docs-lint.sh): every repository path and C++ name that README.md and
+#      docs/*.md mention exists.
 #
 # clang-tidy results are cached: a translation unit is checked again only when its compile
 # command, its source or one of the headers it includes (ninja's dependency log of the clang
@@ -16,7 +18,7 @@
 #
 # Usage: hack/static-checks.sh [-j N] [FILE.cc ...]   (files: only these translation units)
 # Prints the findings, then one line "static: N passed, N failed, 0 skipped" (the build counts as
-# one check, each translation unit as one); exits non-zero on any failure.
+# one check, the docs lint as one, each translation unit as one); exits non-zero on any failure.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -39,6 +41,14 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_NOHASHDIR=${CCACHE_NOHASHD
 progress() { printf '[static %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
 passed=0 failed=0
+progress "docs lint (hack/docs-lint.sh)"
+if hack/docs-lint.sh; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "static: the docs name paths or code that do not exist (above)" >&2
+fi
+
 t=$SECONDS
 progress "clang build with -Wthread-safety as errors ($BUILD)"
 cmake --preset check >/dev/null
