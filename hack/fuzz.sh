@@ -5,7 +5,9 @@
 #
 #   hack/fuzz.sh [--no-build] [SECONDS] [TARGET...]
 #
-# SECONDS per target (default 60); TARGETs are the short names below (default: all). Without
+# SECONDS per target (default 60); TARGETs are the short names below (default: all). The targets
+# run DRA_FUZZ_JOBS at a time (default: the number of CPUs), each a single-threaded libFuzzer
+# process, so each gets a whole CPU for its SECONDS, as it would alone. Without
 # --no-build it configures the `check` preset (clang, build/check) and builds the `fuzzers` target.
 # New inputs libFuzzer finds go to build/check/fuzz-work/<target>/ (emptied at each run), so the
 # repository's corpora only change by hand. A crash, leak, timeout or out-of-memory input is kept
@@ -70,28 +72,25 @@ cov_ft() {
 }
 stat() { sed -nE "s/^stat::$2: *([0-9]+).*/\1/p" "$1" | tail -n 1; }
 
-passed=0 failed=0
-printf '%-22s %10s %8s %14s %14s %6s  %s\n' target execs execs/s "cov seed->end" "ft seed->end" \
-  corpus result
-for row in "${TARGETS[@]}"; do
-  read -r name bin corpus options <<<"$row"
-  read -r -a opts <<<"${options:-}"
-  if ((${#wanted[@]})) && [[ " ${wanted[*]} " != *" $name "* ]]; then
-    continue
-  fi
+# fuzz_one <name> <binary> <corpus> [options...]: runs one target and writes its table row to
+# $logs/<name>.row and, when it failed, the lines that point at its input and log to
+# $logs/<name>.more, and "ok" to $logs/<name>.ok when it passed (a finding, or a run that died,
+# leaves no .ok file).
+fuzz_one() {
+  local name=$1 bin=$2 corpus=$3 log status=0 cov0= ft0= cov1= ft1= execs rate files result
+  shift 3
   log=$logs/$name.log
+  rm -f "$logs/$name.row" "$logs/$name.more" "$logs/$name.ok"
   if [[ ! -x $BUILD/$bin ]]; then
-    printf '%-22s missing %s (build the fuzz preset)\n' "$name" "$BUILD/$bin"
-    failed=$((failed + 1))
-    continue
+    printf '%-22s missing %s (build the fuzz preset)\n' "$name" "$BUILD/$bin" >"$logs/$name.row"
+    return 0
   fi
   rm -rf "${work:?}/$name"
   mkdir -p "$work/$name"
-  status=0
   # -timeout: one input running 10 s is a finding (a hang); seeds are read, never written.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "$BUILD/$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    ${opts[@]+"${opts[@]}"} -artifact_prefix="$artifacts/$name-" "$work/$name" "$ROOT/$corpus" \
+    "$@" -artifact_prefix="$artifacts/$name-" "$work/$name" "$ROOT/$corpus" \
     >"$log" 2>&1 || status=$?
   read -r cov0 ft0 < <(cov_ft "$log" INITED || true) || true
   read -r cov1 ft1 < <(cov_ft "$log" 'DONE' || cov_ft "$log" '(NEW|REDUCE|pulse)' || true) || true
@@ -104,17 +103,44 @@ for row in "${TARGETS[@]}"; do
   result=ok
   if ((status != 0)); then
     result="FINDING (exit $status): $(grep -m1 -E 'ERROR: |runtime error|fuzz invariant|deadly signal' "$log" || echo "see $log")"
-    failed=$((failed + 1))
-  else
-    passed=$((passed + 1))
+    {
+      ls "$artifacts/$name-"* 2>/dev/null | sed 's/^/    input: /' || true
+      echo "    log: $log"
+    } >"$logs/$name.more"
   fi
   printf '%-22s %10s %8s %14s %14s %6s  %s\n' "$name" "${execs:-?}" "${rate:-?}" \
-    "${cov0:-?}->${cov1:-?}" "${ft0:-?}->${ft1:-?}" "+$files" "$result"
-  if ((status != 0)); then
-    ls "$artifacts/$name-"* 2>/dev/null | sed 's/^/    input: /'
-    echo "    log: $log"
+    "${cov0:-?}->${cov1:-?}" "${ft0:-?}->${ft1:-?}" "+$files" "$result" >"$logs/$name.row"
+  ((status != 0)) || echo ok >"$logs/$name.ok"
+}
+
+jobs_max=${DRA_FUZZ_JOBS:-$(nproc)}
+names=()
+for row in "${TARGETS[@]}"; do
+  read -r name bin corpus options <<<"$row"
+  read -r -a opts <<<"${options:-}"
+  if ((${#wanted[@]})) && [[ " ${wanted[*]} " != *" $name "* ]]; then
+    continue
   fi
-  cov0= ft0= cov1= ft1=
+  # At most jobs_max at once: wait for any one to end before starting the next.
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  rm -f "$logs/$name.ok"
+  fuzz_one "$name" "$bin" "$corpus" ${opts[@]+"${opts[@]}"} &
+  names+=("$name")
+done
+wait
+
+# The table in the targets' order; a target passed when its run wrote its .ok file.
+passed=0 failed=0
+printf '%-22s %10s %8s %14s %14s %6s  %s\n' target execs execs/s "cov seed->end" "ft seed->end" \
+  corpus result
+for name in ${names[@]+"${names[@]}"}; do
+  if [[ -f $logs/$name.ok ]]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+  fi
+  cat "$logs/$name.row" 2>/dev/null || printf '%-22s no result (its run died)\n' "$name"
+  cat "$logs/$name.more" 2>/dev/null || true
 done
 echo "fuzz: $passed passed, $failed failed, 0 skipped (${seconds}s per target)"
 ((failed == 0))
