@@ -187,7 +187,7 @@ absl::Status RemoveDeviceStatus(const DeviceStatusWriter* writer, const nlohmann
   return Annotate(s, "remove the claim's device status");
 }
 
-// UUIDs of the full GPUs that PrepareCompleted claims other than `uid` hold.
+// UUIDs of the full GPUs that PrepareCompleted claims other than `uid` hold, not as adminAccess.
 std::set<std::string> GpusHeldByOthers(const std::string& uid, const checkpoint::ClaimMap& all) {
   std::set<std::string> held;
   for (const auto& [other_uid, other] : all) {
@@ -195,7 +195,8 @@ std::set<std::string> GpusHeldByOthers(const std::string& uid, const checkpoint:
     auto devices = PreparedDevicesFromJson(other.prepared_devices);
     if (!devices.ok()) continue;
     for (const PreparedDevice& d : *devices) {
-      if (d.type == DeviceType::kGpu) held.insert(d.uuid);
+      // An adminAccess claim observes the GPU and relies on none of its settings.
+      if (d.type == DeviceType::kGpu && !d.admin_access) held.insert(d.uuid);
     }
   }
   return held;

@@ -165,6 +165,32 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::Prepare(const k8s::Reso
   return PrepareLocked(claim, deadline);
 }
 
+namespace {
+
+// adminAccess observes a device as it is. Devices that exist or work only through what their
+// prepare changes are refused: a dynamic MIG device (its prepare creates it and its unprepare
+// destroys it, under the claim that holds it) and a VFIO device (bound to vfio-pci and back).
+absl::Status CheckAdminAccessDevice(const k8s::DeviceRequestAllocationResult& r,
+                                    const AllocatableDevice& d) {
+  const std::string field =
+      absl::StrCat("status.allocation.devices.results[device=", r.device, "].adminAccess");
+  if (d.mig && d.mig->dynamic) {
+    return api::ConfigError(
+        field, absl::StrCat("adminAccess to dynamic MIG device ", r.device,
+                            " is not supported: it exists only while the claim that created it "
+                            "is prepared; request the full GPU with adminAccess instead"));
+  }
+  if (d.type == DeviceType::kVfio) {
+    return api::ConfigError(
+        field, absl::StrCat("adminAccess to VFIO device ", r.device,
+                            " is not supported: preparing it binds the GPU to vfio-pci; request "
+                            "the full GPU with adminAccess instead"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceClaim& claim) const {
   const std::string& uid = claim.metadata.uid;
   if (!claim.status.allocation) return absl::FailedPreconditionError("claim not yet allocated");
@@ -180,13 +206,35 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
     RETURN_IF_ERROR(api::CheckConsumableSharesAllowSharing(g.config, options_.consumable_shares));
     RETURN_IF_ERROR(CheckSupported(g.config, gates()));
   }
+  for (const ConfigGroup& g : plan.groups) {
+    for (size_t i = 0; i < g.results.size(); ++i) {
+      if (g.results[i]->admin_access.value_or(false)) {
+        RETURN_IF_ERROR(CheckAdminAccessDevice(*g.results[i], *g.devices[i]));
+      }
+    }
+  }
   RETURN_IF_ERROR(PlanVfio(uid, plan));
   for (const ConfigGroup& g : plan.groups) {
+    // adminAccess results (KEP-5018: monitoring, possibly of devices other claims hold) observe
+    // their devices: the group's sharing (time-slices, MPS) applies only to the others, so that
+    // an admin claim's prepare and unprepare never change what a workload relies on.
+    std::vector<const AllocatableDevice*> workload_devices;
+    std::vector<std::string> workload_names;
+    for (size_t i = 0; i < g.results.size(); ++i) {
+      if (g.results[i]->admin_access.value_or(false)) continue;
+      workload_devices.push_back(g.devices[i]);
+      workload_names.push_back(g.results[i]->device);
+    }
+    if (workload_devices.size() < g.results.size() &&
+        (TimeSliceOf(g.config) || MpsConfigOf(g.config))) {
+      DRA_INFO("sharing config not applied to adminAccess devices", "claim", uid, "devices",
+               g.results.size() - workload_devices.size());
+    }
     const std::optional<api::TimeSliceInterval> interval = TimeSliceOf(g.config);
-    if (interval) {
+    if (interval && !workload_devices.empty()) {
       TimeSliceGroup slice{.interval = *interval};
       std::set<std::string> seen;  // with consumable shares two requests may get one GPU
-      for (const AllocatableDevice* d : g.devices) {
+      for (const AllocatableDevice* d : workload_devices) {
         if (d->type == DeviceType::kGpu && seen.insert(d->gpu.uuid).second) {
           slice.gpu_uuids.push_back(d->gpu.uuid);
         }
@@ -194,20 +242,20 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
       plan.time_slices.push_back(std::move(slice));
     }
     std::optional<MpsDaemonRecord> mps_record;
-    if (const std::optional<api::MpsConfig> mps = MpsConfigOf(g.config)) {
+    const std::optional<api::MpsConfig> mps = MpsConfigOf(g.config);
+    if (mps && !workload_devices.empty()) {
       if (options_.mps == nullptr) {
         return absl::InternalError("MPS sharing requested but this plugin cannot start daemons");
       }
-      ASSIGN_OR_RETURN(MpsDaemonGroup group, MpsGroupFor(uid, *mps, g.devices));
+      ASSIGN_OR_RETURN(MpsDaemonGroup group, MpsGroupFor(uid, *mps, workload_devices));
       ASSIGN_OR_RETURN(std::unique_ptr<MpsDaemon> daemon, options_.mps->Create(std::move(group)));
       mps_record = daemon->Record();
-      std::vector<std::string> names;
-      for (const k8s::DeviceRequestAllocationResult* r : g.results) names.push_back(r->device);
-      plan.daemons.emplace_back(std::move(daemon), std::move(names));
+      plan.daemons.emplace_back(std::move(daemon), workload_names);
     }
     for (size_t i = 0; i < g.results.size(); ++i) {
       const k8s::DeviceRequestAllocationResult& r = *g.results[i];
       const AllocatableDevice& d = *g.devices[i];
+      const bool admin = r.admin_access.value_or(false);
       if (r.pool != options_.pool_name) {
         return absl::InvalidArgumentError(absl::StrCat("device \"", r.device, "\" is from pool \"",
                                                        r.pool, "\", not from this node's pool \"",
@@ -229,9 +277,9 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
       p.minor = d.gpu.minor;
       p.pci_bus_id = d.gpu.pci_bus_id;
       p.mig = d.mig;
-      p.admin_access = r.admin_access.value_or(false);
-      if (d.type == DeviceType::kGpu) p.time_slice_applied = interval.has_value();
-      p.mps_daemon = mps_record;
+      p.admin_access = admin;
+      if (d.type == DeviceType::kGpu) p.time_slice_applied = interval.has_value() && !admin;
+      if (!admin) p.mps_daemon = mps_record;
       plan.prepared.push_back(std::move(p));
       plan.configs.push_back(&g.config);
     }
@@ -241,7 +289,12 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
   }
   // Before any step: a claim whose GPUs match no partition fails with nothing changed.
   if (options_.fabric != nullptr) {
-    ASSIGN_OR_RETURN(plan.fabric, FabricTargetOf(*options_.fabric, plan.prepared));
+    // adminAccess devices activate no partition: that would change the GPUs under other claims.
+    std::vector<PreparedDevice> workload;
+    for (const PreparedDevice& p : plan.prepared) {
+      if (!p.admin_access) workload.push_back(p);
+    }
+    ASSIGN_OR_RETURN(plan.fabric, FabricTargetOf(*options_.fabric, workload));
   }
   return plan;
 }

@@ -149,6 +149,29 @@ TEST_F(DynamicMigPrepareTest, TwoClaimsKeepMigOnUntilTheLastIsGone) {
   EXPECT_EQ(MigState(), "off");
 }
 
+// adminAccess (KEP-5018) observes devices; a dynamic MIG device exists only through its holder's
+// prepare, and an admin claim's prepare or unprepare must not create or destroy it.
+TEST_F(DynamicMigPrepareTest, AdminAccessToADynamicMigDeviceIsRefusedAndChangesNothing) {
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {kDevice})).ok());
+  ASSERT_EQ(MigState(), "on 9@4/ci1");
+  for (const std::string& device : {std::string(kDevice), std::string("gpu-0-mig-1g10gb-19-0")}) {
+    SCOPED_TRACE(device);  // held by uid-1, and free
+    k8s::ResourceClaim admin = Claim("admin", {device});
+    admin.status.allocation->devices.results[0].admin_access = true;
+    auto prepared = state_->Prepare(admin);
+    ASSERT_FALSE(prepared.ok());
+    EXPECT_TRUE(api::IsPermanentConfigError(prepared.status())) << prepared.status();
+    EXPECT_THAT(std::string(prepared.status().message()),
+                HasSubstr("adminAccess to dynamic MIG device " + device + " is not supported"));
+    EXPECT_EQ(MigState(), "on 9@4/ci1");
+    EXPECT_EQ(StateOf("admin"), std::nullopt);
+    ASSERT_TRUE(state_->Unprepare("admin").ok());
+    EXPECT_EQ(MigState(), "on 9@4/ci1");
+  }
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(MigState(), "off");
+}
+
 TEST_F(DynamicMigPrepareTest, FailingCdiStepRollsTheMigDeviceBack) {
   // A file where the CDI spec directory should be: the spec cannot be written.
   std::filesystem::remove_all(tmp_.path() + "/cdi");

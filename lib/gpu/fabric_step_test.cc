@@ -266,6 +266,23 @@ TEST_F(FabricPartitionTest, SharedGpusKeepThePartitionUntilTheLastClaimGoes) {
   EXPECT_TRUE(Active().empty());
 }
 
+// adminAccess (KEP-5018): a monitoring claim over every GPU, some in another claim's active
+// partition, activates and deactivates no partition.
+TEST_F(FabricPartitionTest, AdminClaimActivatesAndDeactivatesNoPartition) {
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-0", "gpu-1"})).ok());
+  ASSERT_EQ(Active(), (std::vector<unsigned int>{3}));
+  k8s::ResourceClaim admin =
+      Claim("admin", {"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7"});
+  for (auto& r : admin.status.allocation->devices.results) r.admin_access = true;
+  auto devices = state_->Prepare(admin);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  EXPECT_EQ(Active(), (std::vector<unsigned int>{3}));
+  EXPECT_EQ(Count("fmActivateFabricPartition"), 1);  // uid-1's
+  ASSERT_TRUE(state_->Unprepare("admin").ok());
+  EXPECT_EQ(Active(), (std::vector<unsigned int>{3}));
+  EXPECT_EQ(Count("fmDeactivateFabricPartition"), 0);
+}
+
 TEST_F(FabricPartitionTest, KilledAfterActivationTheRecordFinishesOrUndoesIt) {
   for (const bool retry : {true, false}) {
     SCOPED_TRACE(retry ? "retried prepare" : "unprepare");

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/api/driver_gates.h"
+#include "lib/api/errors.h"
 #include "lib/common/atomic_file.h"
 #include "lib/gpu/device_state.h"
 #include "lib/gpu/vfio_devices.h"
@@ -186,6 +187,26 @@ TEST_F(VfioClaimTest, PrepareBindsToVfioAndUnprepareReturnsTheGpuToNvidia) {
   EXPECT_FALSE(fs::exists(cdi_->PathFor("uid-1")));
   EXPECT_EQ(persistence_.calls.back(), Pci("gpu-vfio-0").bus_id + " on");
   EXPECT_TRUE(state_->Unprepare("uid-1").ok());
+}
+
+// adminAccess (KEP-5018) observes devices; preparing a VFIO device would take the GPU from the
+// nvidia driver under the claim that holds it.
+TEST_F(VfioClaimTest, AdminAccessToAVfioDeviceIsRefusedAndBindsNothing) {
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-vfio-0"})).ok());
+  for (const std::string& device : {std::string("gpu-vfio-0"), std::string("gpu-vfio-1")}) {
+    SCOPED_TRACE(device);  // held by uid-1, and free
+    k8s::ResourceClaim admin = Claim("admin", {device});
+    admin.status.allocation->devices.results[0].admin_access = true;
+    auto prepared = state_->Prepare(admin);
+    ASSERT_FALSE(prepared.ok());
+    EXPECT_TRUE(api::IsPermanentConfigError(prepared.status())) << prepared.status();
+    EXPECT_THAT(prepared.status().message(),
+                HasSubstr("adminAccess to VFIO device " + device + " is not supported"));
+    EXPECT_FALSE(Recorded("admin"));
+    ASSERT_TRUE(state_->Unprepare("admin").ok());
+  }
+  EXPECT_EQ(Driver("gpu-vfio-0"), "vfio-pci");  // uid-1's bind kept
+  EXPECT_EQ(Driver("gpu-vfio-1"), "nvidia");
 }
 
 TEST_F(VfioClaimTest, BindFailureLeavesTheGpuOnNvidiaWithoutRecordAndARetryWorks) {
