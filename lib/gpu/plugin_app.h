@@ -1,9 +1,8 @@
 #pragma once
 
 // The gpu-kubelet-plugin process: wiring of discovery, checkpoint, CDI, the kubelet-facing gRPC
-// servers, the ResourceSlice publisher, metrics and cleanup, in the order of docs/architecture.md
-// "Plugin start":
-// NVML -> inventory -> ResourceSlices -> DRA gRPC server -> registration socket.
+// servers, the ResourceSlice publisher, metrics and cleanup, in the order of PluginApp's numbered
+// steps below: NVML -> inventory -> ResourceSlices -> DRA gRPC server -> registration socket.
 //
 // Without a usable NVML (no library, no driver) the plugin still starts: it publishes no devices,
 // logs a warning, sets the degraded metric, and serves unprepare for what the checkpoint holds.
@@ -75,8 +74,8 @@ struct PluginConfig {
   const FeatureGates* gates = nullptr;
 };
 
-// The running plugin: every part it owns, started in the order of docs/architecture.md "Plugin
-// start" by Start() and stopped in the reverse order of their use by Stop(). One Start() step
+// The running plugin: every part it owns, started in the order of the numbered steps below by
+// Start() and stopped in the reverse order of their use by Stop(). One Start() step
 // each; a step that fails returns its error and the parts started before it are stopped by the
 // destructor.
 //
