@@ -77,7 +77,9 @@ struct PluginServer::Impl {
   std::unique_ptr<NodeService> node;
   std::unique_ptr<DraPluginV1Service> v1;
   std::unique_ptr<DraPluginV1beta1Service> v1beta1;
-  std::unique_ptr<HealthService> health;  // null unless serve_health
+  // Always on the DRA socket; publishes only with serve_health (see PluginServerOptions).
+  std::unique_ptr<HealthService> health;
+  bool publish_health = false;
   std::unique_ptr<RegistrationService> registration;
   // Declared after the services: destroyed (stopped) before them.
   std::unique_ptr<UnixGrpcServer> dra_server;
@@ -161,10 +163,9 @@ absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Create(DraDriver* dr
     impl->v1beta1 = std::make_unique<DraPluginV1beta1Service>(impl->node.get());
     dra_services.push_back(impl->v1beta1.get());
   }
-  if (options.serve_health) {
-    impl->health = std::make_unique<HealthService>();
-    dra_services.push_back(impl->health.get());
-  }
+  impl->health = std::make_unique<HealthService>();
+  impl->publish_health = options.serve_health;
+  dra_services.push_back(impl->health.get());
   impl->registration = std::make_unique<RegistrationService>(
       options.driver_name, dra_socket, versions, std::move(options.on_registration_status));
 
@@ -173,7 +174,7 @@ absl::StatusOr<std::unique_ptr<PluginServer>> PluginServer::Create(DraDriver* dr
   absl::StatusOr<std::unique_ptr<UnixGrpcServer>> registration_server =
       UnixGrpcServer::Start(registration_socket, {impl->registration.get()});
   if (!registration_server.ok()) {
-    if (impl->health) impl->health->Shutdown();
+    impl->health->Shutdown();
     impl->dra_server->Stop();
     return registration_server.status();
   }
@@ -199,7 +200,7 @@ void PluginServer::Stop() {
 }
 
 void PluginServer::PublishHealth(std::vector<DeviceHealth> devices) {
-  if (impl_->health) impl_->health->Publish(std::move(devices));
+  if (impl_->publish_health) impl_->health->Publish(std::move(devices));
 }
 
 std::optional<RegistrationStatus> PluginServer::registration_status() const {

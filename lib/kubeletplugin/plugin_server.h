@@ -72,7 +72,10 @@ struct PluginServerOptions {
 
   bool serve_v1 = true;
   bool serve_v1beta1 = true;
-  // Serve DRAResourceHealth on the DRA socket and advertise it; publish with PublishHealth.
+  // Advertise DRAResourceHealth and send the lists given to PublishHealth. Without it the service
+  // is still on the DRA socket, and its streams stay open and send nothing: the kubelet (v1.36,
+  // gate ResourceHealthStatus) opens one on every DRA plugin, advertised or not, and retries a
+  // failed one every 5 s with an error in its log.
   bool serve_health = false;
 
   // Called on a gRPC thread after each NotifyRegistrationStatus; must return quickly.

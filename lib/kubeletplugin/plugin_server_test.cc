@@ -312,6 +312,39 @@ TEST(PluginServerTest, HealthStreamSendsCurrentListAndChanges) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
+// The kubelet (v1.36, gate ResourceHealthStatus) opens the health stream on every DRA plugin
+// whether it advertised the service or not, and retries every 5 s, logging an error each time,
+// when the call fails. Without health reporting the stream is accepted and stays quiet: no
+// health is claimed, no error is logged, and Stop still ends it.
+TEST(PluginServerTest, HealthStreamIsAcceptedAndQuietWhenHealthIsNotServed) {
+  TempTree tree;
+  FakeClaims claims;
+  FakeDriver driver;
+  auto server = PluginServer::Create(&driver, Options(tree, claims.Getter()));
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT(GetInfo((*server)->registration_socket_path()).supported_versions(),
+              ::testing::Not(::testing::Contains(::testing::HasSubstr("DRAResourceHealth"))));
+  (*server)->PublishHealth({DeviceHealth{"node1", "gpu-0", HealthStatus::kHealthy}});
+
+  auto stub = v1alpha1::DRAResourceHealth::NewStub(Dial((*server)->dra_socket_path()));
+  {
+    auto context = CallContext(absl::Milliseconds(700));
+    auto reader = stub->NodeWatchResources(context.get(), {});
+    v1alpha1::NodeWatchResourcesResponse response;
+    EXPECT_FALSE(reader->Read(&response));
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  }
+
+  auto context = CallContext();
+  auto reader = stub->NodeWatchResources(context.get(), {});
+  const absl::Time start = absl::Now();
+  (*server)->Stop();
+  v1alpha1::NodeWatchResourcesResponse response;
+  EXPECT_FALSE(reader->Read(&response));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 TEST(PluginServerTest, BaseRequestName) {
   EXPECT_EQ(BaseRequestName("gpu"), "gpu");
   EXPECT_EQ(BaseRequestName("gpu/large"), "gpu");
