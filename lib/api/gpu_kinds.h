@@ -11,15 +11,10 @@
 
 namespace dra::api {
 
-// OK for GpuConfig and MigDeviceConfig. Otherwise a permanent config error (errors.h) at path
-// "kind" that says why and which kinds are allowed:
-// - ComputeDomainChannelConfig, ComputeDomainDaemonConfig: they configure devices of
-//   compute-domain.nvidia.com, and prepare refuses them with "kind X does not configure devices
-//   of driver gpu.nvidia.com".
-// - VfioDeviceConfig while the gate PassthroughSupport is not implemented (driver_gates.cc): no
-//   VFIO devices are published, so the config never applies, and prepare refuses it for a VFIO
-//   device with "VFIO passthrough is not supported by this version". It becomes OK when the gate
-//   table marks PassthroughSupport implemented.
+// OK for GpuConfig, MigDeviceConfig and VfioDeviceConfig. Otherwise (ComputeDomainChannelConfig,
+// ComputeDomainDaemonConfig: they configure devices of compute-domain.nvidia.com, and prepare
+// refuses them with "kind X does not configure devices of driver gpu.nvidia.com") a permanent
+// config error (errors.h) at path "kind" that says why and which kinds are allowed.
 absl::Status CheckGpuConfigKind(const Config& config);
 
 }  // namespace dra::api

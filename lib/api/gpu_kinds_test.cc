@@ -7,7 +7,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/api/config.h"
-#include "lib/api/driver_gates.h"
 #include "lib/api/errors.h"
 #include "lib/api/test_util.h"
 
@@ -53,12 +52,6 @@ TEST_P(ApiGpuKindTest, UsableOnlyWhenTheGpuPluginAppliesIt) {
 
 INSTANTIATE_TEST_SUITE_P(Rows, ApiGpuKindTest, ::testing::ValuesIn(kKindRows),
                          [](const auto& info) { return info.param.name; });
-
-// The VFIO refusal follows the gate table, so that implementing passthrough lifts it.
-TEST(ApiGpuKindTest, VfioFollowsTheGateTable) {
-  EXPECT_EQ(CheckGpuConfigKind(VfioDeviceConfig{}).ok(),
-            DriverGateImplemented(gate::kPassthroughSupport));
-}
 
 }  // namespace
 }  // namespace dra::api

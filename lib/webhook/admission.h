@@ -22,8 +22,8 @@
 //   resourceclaimtemplates}; otherwise the review is denied with reason BadRequest.
 // - Every spec.devices.config[i] (claims) or spec.spec.devices.config[i] (templates) whose
 //   opaque.driver is gpu.nvidia.com is decoded strictly, normalized and validated by lib/api, and
-//   its kind must be one the GPU plugin applies in this version (api::CheckGpuConfigKind: not
-//   VfioDeviceConfig while VFIO passthrough is not implemented, not the compute-domain kinds).
+//   its kind must be one the GPU plugin applies in this version (api::CheckGpuConfigKind: not the
+//   compute-domain kinds).
 //   Each failure is reported with its full field path, e.g.
 //     spec.devices.config[0].opaque.parameters.sharing.strategy: unknown GPU sharing strategy: X,
 //     supported GPU sharing strategies: TimeSlicing, MPS
