@@ -5,10 +5,12 @@
 // functions, no I/O; the adoption itself (rewriting the file in our format) is in checkpoint.cc.
 //
 // Facts of the format this relies on:
-//   {"checksum": <uint>,                                  covers the file without "v2"
+//   {"checksum": <uint>,                           covers the file without "v2" and "v3"
 //    "v1": {"preparedClaims": {<uid>: {"status", "preparedDevices"}}},            optional
 //    "v2": {"checksum": <uint>, "preparedClaims": {<uid>: {"checkpointState", "status",
-//           "preparedDevices", "name", "namespace"}}, "nodeBootID": "..."}}       optional
+//           "preparedDevices", "name", "namespace"}}, "nodeBootID": "..."},       optional
+//    "v3": {...}}   newer Go drivers: the v2 claims again, with a device record of their own;
+//                   not read here (its checksum neither), "v2" is
 // The Go plugin writes the file with Go's encoding/json (compact, struct field order) and checks
 // each checksum by marshalling its decoded value again, with that checksum set to 0. A checksum
 // is FNV-1a 32 over the text "([]uint8)[b0 b1 ...]" (go-spew's rendering of the JSON bytes, in

@@ -36,6 +36,20 @@ TEST(GoFormatTest, MarshalEscapesAsGoDoes) {
                               R"(","a":[1,true,null]})");
 }
 
+// Newer Go drivers write a "v3" beside "v1" and "v2" and leave it out of the top-level checksum,
+// as they leave "v2" out; "v2" is still what is read.
+TEST(GoFormatTest, TopLevelChecksumLeavesOutV3) {
+  std::string text = testing_go::File(
+      testing_go::V2Section("boot-1", {testing_go::GpuClaimV2("uid-1", "PrepareCompleted")}),
+      testing_go::V1Section({testing_go::GpuClaimV1("uid-1")}));
+  ASSERT_EQ(text.back(), '}');
+  text.insert(text.size() - 1, R"(,"v3":{"checksum":1,"preparedClaims":{}})");
+  absl::StatusOr<GoCheckpoint> cp = DecodeGoCheckpoint(text);
+  ASSERT_TRUE(cp.ok()) << cp.status();
+  EXPECT_EQ(cp->layout, "v2");
+  EXPECT_EQ(cp->claims.count("uid-1"), 1u);
+}
+
 TEST(GoFormatTest, DecodesV2WithStartedAndCompletedClaims) {
   const std::string text = testing_go::File(
       testing_go::V2Section("boot-1", {testing_go::GpuClaimV2("uid-1", "PrepareCompleted"),

@@ -159,15 +159,23 @@ absl::StatusOr<PreparedDevice> ConvertMig(const Json& mig, const std::string& pa
   return p;
 }
 
-// A VFIO device. This plugin does not implement passthrough: unprepare cannot bind it back to
-// the nvidia driver (logged when adopted).
-absl::StatusOr<PreparedDevice> ConvertVfio(const Json& vfio, const std::string& path) {
+// A VFIO device: the GPU's minor (and PCI bus ID, when the record lacks it) from this node's
+// device of the same name and UUID (a "gpu-vfio-<index>" name says nothing about the minor).
+// This plugin does not implement passthrough: unprepare cannot bind it back to the nvidia driver
+// (logged when adopted).
+absl::StatusOr<PreparedDevice> ConvertVfio(const Json& vfio, const std::string& path,
+                                           const Inventory& inventory) {
   PreparedDevice p;
   p.type = DeviceType::kVfio;
   RETURN_IF_ERROR(FromGoDev(vfio.value("device", Json()), path + ".vfio.device", &p));
   const Json info = vfio.value("info", Json::object());
   ASSIGN_OR_RETURN(p.uuid, StringAt(info, "uuid", path + ".vfio.info"));
   ASSIGN_OR_RETURN(p.pci_bus_id, StringAt(info, "pciBusID", path + ".vfio.info", false));
+  const AllocatableDevice* known = inventory.Find(p.device);
+  if (known != nullptr && known->type == DeviceType::kVfio && known->gpu.uuid == p.uuid) {
+    p.minor = known->gpu.minor;
+    if (p.pci_bus_id.empty()) p.pci_bus_id = known->gpu.pci_bus_id;
+  }
   DRA_WARNING(
       "adopted a VFIO device from the Go driver's checkpoint; unprepare will not bind it back to "
       "the nvidia driver",
@@ -211,7 +219,7 @@ absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromGo(
       } else if (d.value("mig", Json()).is_object()) {
         p = ConvertMig(d["mig"], path, inventory);
       } else if (d.value("vfio", Json()).is_object()) {
-        p = ConvertVfio(d["vfio"], path);
+        p = ConvertVfio(d["vfio"], path, inventory);
       } else {
         return Bad(path, "neither a gpu, a mig nor a vfio device");
       }
