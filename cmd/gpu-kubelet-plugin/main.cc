@@ -1,21 +1,127 @@
 // gpu-kubelet-plugin: the kubelet plugin of the gpu.nvidia.com DRA driver. Flags and wiring only;
 // the work is in lib/gpu (plugin_app.h).
+// `gpu-kubelet-plugin export-go-checkpoint [flags]` is the way back to the public Go driver
+// instead: run on a node whose plugin has stopped, it writes the node's checkpoint in the Go
+// driver's format where that driver reads it (lib/gpu/go_export.h, docs/compatibility.md).
 
 #include <malloc.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <string_view>
 
+#include "absl/strings/str_cat.h"
 #include "lib/api/driver_gates.h"
+#include "lib/checkpoint/checkpoint.h"
+#include "lib/checkpoint/go_format.h"
+#include "lib/common/atomic_file.h"
 #include "lib/common/code_pages.h"
 #include "lib/common/feature_gates.h"
 #include "lib/common/flags.h"
 #include "lib/common/log.h"
 #include "lib/common/signals.h"
 #include "lib/common/stack_dump.h"
+#include "lib/gpu/go_export.h"
 #include "lib/gpu/plugin_app.h"
 
+namespace {
+
+// Prints the claims of a Go-format checkpoint after verifying its checksums: one line per claim,
+// "<uid> <state> <namespace>/<name> devices=<n>" ("-" for a name the Go driver dropped).
+int VerifyGoCheckpoint(const std::string& path) {
+  absl::StatusOr<std::string> text = dra::ReadFile(path);
+  if (!text.ok()) {
+    std::fprintf(stderr, "export-go-checkpoint: %s\n",
+                 std::string(text.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<dra::checkpoint::GoCheckpoint> cp = dra::checkpoint::DecodeGoCheckpoint(*text);
+  if (!cp.ok()) {
+    std::fprintf(stderr, "export-go-checkpoint: %s: %s\n", path.c_str(),
+                 std::string(cp.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s: the public driver's format, layout %s%s, checksums verified, %zu claims\n",
+              path.c_str(), cp->layout.c_str(),
+              nlohmann::json::parse(*text).contains("v3") ? " (and v3)" : "", cp->claims.size());
+  for (const auto& [uid, claim] : cp->claims) {
+    size_t devices = 0;
+    if (claim.prepared_devices.is_array()) {
+      for (const nlohmann::json& g : claim.prepared_devices) {
+        if (g.is_object() && g.value("devices", nlohmann::json()).is_array()) {
+          devices += g["devices"].size();
+        }
+      }
+    }
+    const std::string name =
+        claim.name.empty() ? std::string("-") : absl::StrCat(claim.namespace_name, "/", claim.name);
+    std::printf("%s %s %s devices=%zu\n", uid.c_str(),
+                std::string(dra::checkpoint::ClaimStateName(claim.state)).c_str(), name.c_str(),
+                devices);
+  }
+  return 0;
+}
+
+int RunExportGoCheckpoint(int argc, char** argv) {
+  std::string plugins_dir = "/var/lib/kubelet/plugins";
+  std::string output, verify;
+  dra::Flags flags(
+      "gpu-kubelet-plugin export-go-checkpoint",
+      "The way back to the public Go driver: writes this node's prepared claims (our checkpoint, "
+      "<kubelet-plugins-directory-path>/gpu.nvidia.com/checkpoint.json, read, never changed) as "
+      "the public driver's checkpoint, with valid checksums, so that the public driver installed "
+      "next keeps the running pods and unprepares them later. By default the file is written "
+      "over our checkpoint, where the public driver reads it, after copying ours to "
+      "checkpoint.json.cpp-driver-<seconds>; that needs this node's plugin stopped (helm "
+      "uninstall with kubeletPlugin.removeFilesOnUninstall=false), since a running plugin would "
+      "adopt the file back, and is refused while one serves. The claims' CDI specs stay where "
+      "they are. Refused, with nothing written: a claim whose prepare is in progress or failed "
+      "part-way, or one with a DynamicMIG device. docs/compatibility.md, 'Going back to the "
+      "public driver'.");
+  flags.AddString("kubelet-plugins-directory-path", "KUBELET_PLUGINS_DIRECTORY_PATH", &plugins_dir,
+                  "Parent of the plugin data directory <this>/gpu.nvidia.com, whose "
+                  "checkpoint.json is read.");
+  flags.AddString("output", "GO_CHECKPOINT_OUTPUT", &output,
+                  "Where to write the public driver's checkpoint. Empty: over our checkpoint.json "
+                  "(where the public driver reads it; only while no plugin serves there). "
+                  "Another path: written there, whatever runs, for a look before the switch.");
+  flags.AddString("verify", "GO_CHECKPOINT_VERIFY", &verify,
+                  "Write nothing: read this file as the public driver's checkpoint, verify its "
+                  "checksums by the format's rules and list its claims (uid, state, "
+                  "namespace/name, devices). Exit status 1 when it does not verify.");
+  flags.SetVersion(DRA_VERSION);
+  flags.ParseOrExit(argc, argv);
+  if (!verify.empty()) return VerifyGoCheckpoint(verify);
+
+  const std::string dir = absl::StrCat(plugins_dir, "/gpu.nvidia.com");
+  const std::string ours = absl::StrCat(dir, "/", dra::checkpoint::kCheckpointFileName);
+  if (output.empty()) {
+    output = ours;
+    if (absl::Status s = dra::gpu::CheckNoPluginServing(dir); !s.ok()) {
+      std::fprintf(stderr, "export-go-checkpoint: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
+  absl::StatusOr<dra::gpu::GoExportResult> r = dra::gpu::ExportGoCheckpoint(ours, output);
+  if (!r.ok()) {
+    std::fprintf(stderr, "export-go-checkpoint: %s\n", std::string(r.status().message()).c_str());
+    return 1;
+  }
+  std::printf("wrote %zu prepared claims to %s in the public driver's format\n", r->claims,
+              output.c_str());
+  if (!r->kept_ours.empty()) {
+    std::printf("our checkpoint was copied to %s\n", r->kept_ours.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "export-go-checkpoint") {
+    return RunExportGoCheckpoint(argc - 1, argv + 1);
+  }
   // At most two glibc malloc arenas instead of eight per core: the kubelet's concurrent calls
   // (one gRPC thread each) would otherwise each grow an arena of their own, about 0.2-4 MiB apiece
   // that is rarely given back (docs/performance.md "Memory"). An operator's MALLOC_ARENA_MAX or
@@ -45,7 +151,9 @@ int main(int argc, char** argv) {
   dra::gpu::PluginConfig c;
   c.gates = &gates;
   dra::Flags flags("gpu-kubelet-plugin",
-                   "gpu-kubelet-plugin implements a DRA driver plugin for NVIDIA GPUs.");
+                   "gpu-kubelet-plugin implements a DRA driver plugin for NVIDIA GPUs. "
+                   "`gpu-kubelet-plugin export-go-checkpoint --help`: the way back to the public "
+                   "driver.");
   flags
       .AddString("node-name", "NODE_NAME", &c.node_name,
                  "Node to work on; also the ResourceSlice pool name.")

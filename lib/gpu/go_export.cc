@@ -1,5 +1,10 @@
 #include "lib/gpu/go_export.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <utility>
@@ -357,6 +362,32 @@ absl::StatusOr<GoExportResult> ExportGoCheckpoint(const std::string& checkpoint_
   }
   RETURN_IF_ERROR(WriteFileAtomically(output_path, go, 0644));
   return result;
+}
+
+absl::Status CheckNoPluginServing(const std::string& plugin_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(plugin_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("dra", 0) != 0 || !name.ends_with(".sock")) continue;
+    const std::string path = e.path().string();
+    sockaddr_un addr{};
+    if (path.size() >= sizeof(addr.sun_path)) continue;
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const bool serving = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (serving) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a gpu-kubelet-plugin serves on ", path,
+          ": it would adopt the exported file back into its own format at its next checkpoint "
+          "read; stop it first (helm uninstall with kubeletPlugin.removeFilesOnUninstall=false, "
+          "or take the plugin off the node), or write elsewhere with --output"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dra::gpu

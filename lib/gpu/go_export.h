@@ -56,4 +56,11 @@ struct GoExportResult {
 absl::StatusOr<GoExportResult> ExportGoCheckpoint(const std::string& checkpoint_path,
                                                   const std::string& output_path);
 
+// OK unless a plugin serves from `plugin_dir`: FailedPrecondition naming the first DRA socket
+// ("dra*.sock") that accepts a connection. A running plugin must not have the Go file written over
+// its checkpoint: its next read of the checkpoint (at the latest when it stops) would adopt the
+// file back into our format. A socket file left by a plugin that is gone refuses connections and
+// does not count.
+absl::Status CheckNoPluginServing(const std::string& plugin_dir);
+
 }  // namespace dra::gpu

@@ -5,7 +5,12 @@
 
 #include "lib/gpu/go_export.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "lib/checkpoint/go_format.h"
@@ -299,6 +304,27 @@ TEST_F(GoExportTest, AGoCheckpointIsNotExportedAgain) {
   auto again = ExportGoCheckpoint(CheckpointPath(), tmp_.path() + "/x.json");
   EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(again.status().message(), HasSubstr("already in the public driver's format"));
+}
+
+TEST_F(GoExportTest, AServingPluginIsFoundByItsSocketAndALeftOverSocketIsNot) {
+  Init("h100-8x");
+  const std::string dir = tmp_.path() + "/plugin";
+  EXPECT_TRUE(CheckNoPluginServing(dir).ok());
+  const std::string path = dir + "/dra-pod1.sock";
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  absl::Status serving = CheckNoPluginServing(dir);
+  EXPECT_EQ(serving.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(serving.message(), HasSubstr(path));
+  ::close(fd);  // the socket file stays, nobody answers on it
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_TRUE(CheckNoPluginServing(dir).ok());
 }
 
 }  // namespace
