@@ -1,6 +1,8 @@
 #include "bench/common/bench_node.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,7 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "lib/k8s/objects_core.h"
@@ -21,8 +28,77 @@ namespace {
 namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
 
 constexpr char kNamespace[] = "default";
+constexpr char kMemoryHierarchy[] = "/sys/fs/cgroup/memory";
+
+// This process's cgroup in the v1 memory hierarchy ("/process_api/..."), from /proc/self/cgroup.
+absl::StatusOr<std::string> OwnMemoryCgroup() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "4:memory:/path"
+    const size_t a = line.find(':');
+    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    if (absl::StrContains(absl::StrCat(",", controllers, ","), ",memory,")) {
+      return line.substr(b + 1);
+    }
+  }
+  return absl::NotFoundError("no v1 memory cgroup in /proc/self/cgroup");
+}
+
+// A copy of `from` at `to` (mode 0755) whose pages are not in the page cache: written, synced,
+// then dropped (POSIX_FADV_DONTNEED drops clean, unmapped pages), so that the first process that
+// maps it reads it from disk and its cgroup is charged for the pages.
+absl::Status FreshCopy(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", from));
+  {
+    std::ofstream out(to, std::ios::binary);
+    out << in.rdbuf();
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", to));
+  }
+  const int fd = open(to.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("open ", to, ": ", std::strerror(errno)));
+  const bool ok = fchmod(fd, 0755) == 0 && fdatasync(fd) == 0 &&
+                  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+  const int err = errno;
+  close(fd);
+  if (!ok) return absl::InternalError(absl::StrCat("preparing ", to, ": ", std::strerror(err)));
+  return absl::OkStatus();
+}
 
 }  // namespace
+
+absl::StatusOr<CgroupMemory> ReadCgroupMemory(const std::string& dir) {
+  CgroupMemory m;
+  auto read_number = [&](const char* file, int64_t* v) -> absl::Status {
+    std::ifstream in(absl::StrCat(dir, "/", file));
+    if (!(in >> *v)) return absl::NotFoundError(absl::StrCat("cannot read ", dir, "/", file));
+    return absl::OkStatus();
+  };
+  if (absl::Status s = read_number("memory.usage_in_bytes", &m.usage); !s.ok()) return s;
+  if (absl::Status s = read_number("memory.max_usage_in_bytes", &m.max_usage); !s.ok()) return s;
+  std::ifstream stat(dir + "/memory.stat");
+  if (!stat) return absl::NotFoundError(absl::StrCat("cannot read ", dir, "/memory.stat"));
+  std::string key;
+  int64_t value = 0;
+  while (stat >> key >> value) {
+    if (key == "total_inactive_file") m.inactive_file = value;
+    if (key == "total_active_file") m.active_file = value;
+    if (key == "total_rss") m.rss = value;
+  }
+  return m;
+}
+
+std::string FormatCgroupMemory(const absl::StatusOr<CgroupMemory>& m) {
+  if (!m.ok()) return absl::StrCat("(no cgroup figures: ", m.status().message(), ")");
+  auto mib = [](int64_t b) { return absl::StrFormat("%.1f", static_cast<double>(b) / 1048576.0); };
+  return absl::StrCat("ws ", mib(m->working_set()), " MiB (usage ", mib(m->usage),
+                      ", inactive_file ", mib(m->inactive_file), ", active_file ",
+                      mib(m->active_file), ", rss ", mib(m->rss), "; peak usage ",
+                      mib(m->max_usage), ")");
+}
 
 void Die(const std::string& what) {
   std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, what.c_str());
@@ -46,7 +122,27 @@ BenchNode::BenchNode(Options options) : options_(std::move(options)) {
   cdi_root_ = absl::StrCat("/dev/shm/", options_.tool, "-cdi-", getpid());
   log_ = tmp_.path() + "/plugin.log";
 
-  std::vector<std::string> args = {options_.plugin,
+  // The plugin's own memory cgroup and a fresh copy of its binary (bench_node.h says why).
+  std::string binary = options_.plugin;
+  if (auto own = OwnMemoryCgroup(); !own.ok()) {
+    cgroup_error_ = std::string(own.status().message());
+  } else {
+    const std::string dir =
+        absl::StrCat(kMemoryHierarchy, *own == "/" ? "" : *own, "/", options_.tool, "-", getpid());
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      cgroup_error_ = absl::StrCat("mkdir ", dir, ": ", std::strerror(errno));
+    } else if (absl::Status s = FreshCopy(options_.plugin, tmp_.path() + "/gpu-kubelet-plugin");
+               !s.ok()) {
+      rmdir(dir.c_str());
+      cgroup_error_ = std::string(s.message());
+    } else {
+      cgroup_ = dir;
+      binary = tmp_.path() + "/gpu-kubelet-plugin";
+    }
+  }
+  const std::string procs = cgroup_.empty() ? "" : cgroup_ + "/cgroup.procs";
+
+  std::vector<std::string> args = {binary,
                                    "--node-name=" + node_,
                                    "--kubeconfig=" + testing::AdminKubeconfig(),
                                    "--cdi-root=" + cdi_root_,
@@ -65,10 +161,26 @@ BenchNode::BenchNode(Options options) : options_(std::move(options)) {
   pid_ = fork();
   if (pid_ == 0) {
     if (std::freopen(log_.c_str(), "w", stderr) == nullptr) _exit(126);
+    if (!procs.empty()) {
+      // "0": the writing process itself. A plugin outside its cgroup would be measured wrongly.
+      const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0", 1) != 1) _exit(125);
+      close(fd);
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }
   for (;;) {
+    int wstatus = 0;
+    if (waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+      pid_ = -1;
+      if (!cgroup_.empty()) rmdir(cgroup_.c_str());
+      Die(absl::StrCat("the plugin exited (",
+                       WIFEXITED(wstatus) ? absl::StrCat("status ", WEXITSTATUS(wstatus))
+                                          : absl::StrCat("signal ", WTERMSIG(wstatus)),
+                       "; 125: it could not join ", procs,
+                       ", 127: no exec) before its slices; log ", log_));
+    }
     auto list = client_->List(k8s::ResourceSlice::kResource, "",
                               {.field_selector = "spec.nodeName=" + node_});
     if (list.ok() && !(*list)["items"].empty()) break;
@@ -83,11 +195,21 @@ BenchNode::BenchNode(Options options) : options_(std::move(options)) {
 
 BenchNode::~BenchNode() { Stop(); }
 
+absl::StatusOr<CgroupMemory> BenchNode::PluginCgroupMemory() const {
+  if (cgroup_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plugin runs in the bench's own cgroup: ", cgroup_error_));
+  }
+  return ReadCgroupMemory(cgroup_);
+}
+
 void BenchNode::Stop() {
   if (pid_ <= 0) return;
   kill(pid_, SIGTERM);
   waitpid(pid_, nullptr, 0);
   pid_ = -1;
+  // Empty now; its page-cache charges move to the parent (cgroup v1).
+  if (!cgroup_.empty()) rmdir(cgroup_.c_str());
   std::system(("rm -rf " + cdi_root_).c_str());
   for (const std::string& name : claims_) {
     (void)client_->Delete(k8s::Pod::kResource, kNamespace, name);

@@ -4,9 +4,20 @@
 // Node object of the real local API server (hack/cluster/up.sh), with a mock driver root of 8 H100s
 // and its own kubelet directories, plus the kubelet's side of the DRA socket. Not a test helper:
 // on any failure it prints "<program>: <what>" and exits 1.
+//
+// The plugin runs in a memory cgroup of its own (cgroup v1: a child "<tool>-<pid>" of the bench's
+// own memory cgroup), as a container does, so that the benches can print its memory the way the
+// kubelet counts a container's: the cgroup's working set (usage - total_inactive_file; cadvisor
+// container/libcontainer/handler.go setMemoryStats). It execs a fresh copy of the plugin binary
+// whose page cache was dropped, so that the binary's pages are read, and charged, by the plugin's
+// cgroup as they are by a container that reads its image's binary first. The shared libraries'
+// pages (libc, libstdc++, libcrypto, libssl) are usually cached already and charged to whoever read
+// them first: they are not in these figures. Without a writable v1 memory hierarchy (not root,
+// cgroup v2 only) the plugin runs in the bench's cgroup and the benches say so.
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +38,22 @@ T Check(absl::StatusOr<T> v, const std::string& what) {
   if (!v.ok()) Die(absl::StrCat(what, ": ", v.status().message()));
   return std::move(*v);
 }
+
+// A memory cgroup's figures (bytes): memory.usage_in_bytes, memory.max_usage_in_bytes (the peak
+// usage since the cgroup was made) and memory.stat's total_inactive_file, total_active_file and
+// total_rss (anonymous memory).
+struct CgroupMemory {
+  int64_t usage = 0, max_usage = 0, inactive_file = 0, active_file = 0, rss = 0;
+  // What the kubelet and `kubectl top` report for a container: usage minus the inactive page cache.
+  int64_t working_set() const { return usage > inactive_file ? usage - inactive_file : 0; }
+};
+
+// The figures of the v1 memory cgroup at `dir` (/sys/fs/cgroup/memory/...); an error names the
+// file that could not be read.
+absl::StatusOr<CgroupMemory> ReadCgroupMemory(const std::string& dir);
+
+// "ws W MiB (usage U, inactive_file I, active_file A, rss R; peak usage P)" or why there is none.
+std::string FormatCgroupMemory(const absl::StatusOr<CgroupMemory>& m);
 
 class BenchNode {
  public:
@@ -54,6 +81,10 @@ class BenchNode {
   // When the plugin was forked (wall clock, as its log's timestamps).
   absl::Time started_at() const { return started_at_; }
   const std::string& log_path() const { return log_; }
+  // The plugin's own memory cgroup (a directory), or empty when it runs in the bench's.
+  const std::string& cgroup() const { return cgroup_; }
+  // Its figures; an error when there is no cgroup of its own or it could not be read.
+  absl::StatusOr<CgroupMemory> PluginCgroupMemory() const;
 
   // A ResourceClaim "<node>-c<i>" in namespace default, allocated (status written as the
   // scheduler's binding does) to mock GPU gpu-<i % 8>. Returns its UID.
@@ -81,6 +112,8 @@ class BenchNode {
   std::unique_ptr<k8s::Client> client_;
   std::unique_ptr<::k8s::io::kubelet::pkg::apis::dra::v1::DRAPlugin::Stub> stub_;
   std::vector<std::string> claims_;
+  std::string cgroup_;
+  std::string cgroup_error_;  // why cgroup_ is empty
   pid_t pid_ = -1;
   absl::Duration time_to_slices_;
   absl::Time started_at_;

@@ -10,6 +10,10 @@
 //     the round trip of the transport alone, and the CPU per call of client and plugin;
 //   * the CPU per claim of client and plugin over the sequential run;
 //   * the plugin's peak RSS (VmHWM), and the mock NVML library's share of its resident memory;
+//   * its memory cgroup's figures at the end (bench/common/bench_node.h): the working set the
+//     kubelet would report for a container holding the plugin (usage - inactive_file), usage,
+//     inactive_file, active_file, rss (anonymous), and the peak usage (an upper bound of the peak
+//     working set: the kernel keeps no peak of the latter);
 //   * with --trace: the plugin's per-stage trace (--prepare-trace, lib/common/trace.h) as p50/p99
 //     per stage over the sequential prepares and unprepares, and the claim cache's hit rate.
 //   * with --mode dynamic-mig or both: a second plugin, started with the DynamicMIG gate on its own
@@ -344,6 +348,7 @@ Sequential RunFull(const std::string& plugin, const std::vector<std::string>& pl
 
   const long rss = StatusKiB(node.pid(), "VmHWM:");
   const long mock_rss = MappedRssKiB(node.pid(), "libnvidia-ml");
+  const auto cgroup_memory = node.PluginCgroupMemory();
   const std::string log = node.log_path();
   auto prep_traces = TraceLines(log, "prepare trace");
   auto unprep_traces = TraceLines(log, "unprepare trace");
@@ -389,6 +394,8 @@ Sequential RunFull(const std::string& plugin, const std::vector<std::string>& pl
               "  of which mock libnvidia-ml", static_cast<double>(mock_rss) / 1024.0);
   std::printf("  %-34s %8.2f MiB\n", "  peak RSS without it",
               static_cast<double>(rss - mock_rss) / 1024.0);
+  std::printf("  %-34s %s\n", "plugin cgroup at the end",
+              dra::bench::FormatCgroupMemory(cgroup_memory).c_str());
   if (trace) {
     // The sequential calls come first in the log; the concurrent ones after.
     auto first = [claims](const std::vector<std::map<std::string, int64_t>>& lines) {

@@ -3,7 +3,10 @@
 // waits for its ResourceSlices, then drives N prepare/unprepare pairs over the DRA socket the way
 // the kubelet does, and prints from /proc/<pid>/status after startup and after the prepares:
 //   VmHWM (peak RSS), VmRSS split into RssAnon (heap, stacks) and RssFile (pages of the binary and
-//   its shared libraries), and the number of shared libraries mapped (/proc/<pid>/maps).
+//   its shared libraries), and the number of shared libraries mapped (/proc/<pid>/maps);
+//   and the plugin's memory cgroup (bench/common/bench_node.h) at the same two points: the working
+//   set the kubelet would report for a container holding the plugin (usage - inactive_file), usage,
+//   inactive_file, active_file and rss (anonymous), and the peak usage.
 //
 // Usage: rss_bench [--prepares N] [--plugin PATH] [--list-libraries] (needs hack/cluster/up.sh
 // first). Compare two builds by running it with --plugin pointing at each binary; --list-libraries
@@ -100,12 +103,15 @@ int main(int argc, char** argv) {
       {.tool = "rss_bench", .plugin = plugin, .node_prefix = "rss-bench-node"});
   absl::SleepFor(absl::Seconds(2));  // informers synced, watches idle
   Sample started = Measure(node.pid());
+  const auto started_cg = node.PluginCgroupMemory();
   for (int i = 0; i < prepares; ++i) {
     const std::string uid = node.CreateAllocatedClaim(i);
     node.Prepare(i, uid);
     node.Unprepare(i, uid);
   }
   Sample after = Measure(node.pid());
+  const auto after_cg = node.PluginCgroupMemory();
+  const std::string cgroup = node.cgroup();
 
   node.Stop();
 
@@ -117,6 +123,11 @@ int main(int argc, char** argv) {
   double peak = static_cast<double>(after.kib["VmHWM"]) / 1024.0;
   std::printf("  budget %.0f MiB peak RSS: %s (%.1f MiB)\n", kBudgetMiB,
               peak <= kBudgetMiB ? "within" : "OVER", peak);
+  std::printf("  cgroup %s (the kubelet's working set = usage - inactive_file):\n",
+              cgroup.empty() ? "(none)" : cgroup.c_str());
+  std::printf("  %-22s %s\n", "after startup", dra::bench::FormatCgroupMemory(started_cg).c_str());
+  std::printf("  %-22s %s\n", absl::StrCat("after ", prepares, " prepares").c_str(),
+              dra::bench::FormatCgroupMemory(after_cg).c_str());
   if (list_libraries) {
     std::printf("  resident file pages by mapped file (after the prepares):\n");
     for (const auto& [path, kib] : after.rss_by_file_kib) {
