@@ -16,7 +16,6 @@
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/checkpoint/go_format.h"
 #include "lib/common/atomic_file.h"
-#include "lib/common/code_pages.h"
 #include "lib/common/feature_gates.h"
 #include "lib/common/flags.h"
 #include "lib/common/log.h"
@@ -129,11 +128,6 @@ int main(int argc, char** argv) {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr && std::getenv("GLIBC_TUNABLES") == nullptr) {
     mallopt(M_ARENA_MAX, 2);
   }
-  // The static initializers of gRPC, protobuf and abseil have touched code all over the binary
-  // and mapped most of it (64 KiB around each fault); give those clean pages back before start-up
-  // maps its own (lib/gpu/plugin_app.cc ReleaseStartupCode, docs/performance.md "Memory, third
-  // pass"). Best effort: nothing depends on it.
-  (void)dra::ReleaseCleanCodePages();
   // Names in the SIGUSR2 stack dump (lib/common/stack_dump.h); before any thread starts.
   dra::InitializeStackDumpSymbolizer(argv[0]);
   // Signals are blocked before any thread starts so that only the handler thread receives them.

@@ -19,7 +19,6 @@
 #include "lib/api/driver_gates.h"
 #include "lib/checkpoint/checkpoint.h"
 #include "lib/common/atomic_file.h"
-#include "lib/common/code_pages.h"
 #include "lib/common/log.h"
 #include "lib/common/stack_dump.h"
 #include "lib/common/status.h"
@@ -129,51 +128,22 @@ PluginApp::PluginApp(const PluginConfig& config, SignalHandler* signals)
 
 PluginApp::~PluginApp() { Stop(); }
 
-namespace {
-
-// Start-up runs most of the binary's code exactly once (TLS set-up, discovery, the first lists,
-// the servers' construction), and the kernel maps code in 64 KiB runs around each fault: without
-// this, nearly all of the executable's and the libraries' text stays resident for the process's
-// life. Giving those clean pages back after each phase keeps start-up's resident set to that of
-// its largest phase and the steady state's to the code it runs again (docs/performance.md
-// "Memory, third pass"; lib/common/code_pages.h says why it is safe). Only during start-up, so
-// that a debugger's breakpoints or uprobes attached to a running plugin are never dropped.
-void ReleaseStartupCode(const char* phase) {
-  const absl::Time start = absl::Now();
-  absl::StatusOr<ReleasedCode> released = ReleaseCleanCodePages();
-  if (!released.ok()) {
-    DRA_WARNING("could not release start-up code pages", "phase", phase, "err", released.status());
-    return;
-  }
-  DRA_VLOG(4, "released start-up code pages", "phase", phase, "traced", released->traced, "objects",
-           released->objects, "ranges", released->ranges, "bytes", released->bytes, "duration",
-           absl::Now() - start);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<PluginApp>> PluginApp::Start(const PluginConfig& config,
                                                             SignalHandler* signals) {
   std::unique_ptr<PluginApp> app(new PluginApp(config, signals));
   RETURN_IF_ERROR(app->CheckConfig());
-  ReleaseStartupCode("flags");
   RETURN_IF_ERROR(app->ConnectToApiServer());
-  ReleaseStartupCode("connect");
   RETURN_IF_ERROR(app->DiscoverDevices());
-  ReleaseStartupCode("discover");
   RETURN_IF_ERROR(app->OpenCheckpoint());
   RETURN_IF_ERROR(app->BuildDeviceState());
   app->RebuildAfterCorruption();
-  ReleaseStartupCode("state");
   RETURN_IF_ERROR(app->PublishSlices());
-  ReleaseStartupCode("slices");
   RETURN_IF_ERROR(app->ServeKubelet());
   app->StartHealthMonitor();
   RETURN_IF_ERROR(app->ServeHttpAndHealthPort());
   app->StartCleanup();
   // Discovery, the slices and the claim list are done with: give their freed heap back.
   malloc_trim(0);
-  ReleaseStartupCode("serving");
   DRA_INFO("gpu-kubelet-plugin running", "node", config.node_name, "driver", kDriverName);
   return app;
 }
