@@ -71,21 +71,24 @@ sample() {
       [[ -d $d ]] && { dir=$d; break; }
     done
     [[ -n $dir ]] || continue
-    usage=$(<"$dir/memory.usage_in_bytes")
-    inact=$(stat_field "$dir" total_inactive_file)
-    act=$(stat_field "$dir" total_active_file)
-    rss=$(stat_field "$dir" total_rss)
+    # A container that ends between the listing and the reads is skipped.
+    usage=$(cat "$dir/memory.usage_in_bytes" 2>/dev/null) || continue
+    inact=$(stat_field "$dir" total_inactive_file 2>/dev/null) || continue
+    act=$(stat_field "$dir" total_active_file 2>/dev/null) || continue
+    rss=$(stat_field "$dir" total_rss 2>/dev/null) || continue
+    [[ -n $usage && -n $inact && -n $act && -n $rss ]] || continue
     ws=$((usage > inact ? usage - inact : 0))
-    mapfile -t procs <"$dir/cgroup.procs"
+    mapfile -t procs < <(cat "$dir/cgroup.procs" 2>/dev/null)
     main=
     for p in "${procs[@]}"; do
       ppid=$(awk '$1 == "PPid:" { print $2 }' "/proc/$p/status" 2>/dev/null) || continue
       [[ " ${procs[*]} " == *" $ppid "* ]] || { main=$p; break; }
     done
-    local vmrss=0 vmhwm=0
+    # The process may be gone between the listing and the reads (a restart): 0 then.
+    local vmrss=0 vmhwm=0 kib
     if [[ -n $main ]]; then
-      vmrss=$(($(status_kib "$main" VmRSS) * 1024)) || vmrss=0
-      vmhwm=$(($(status_kib "$main" VmHWM) * 1024)) || vmhwm=0
+      kib=$(status_kib "$main" VmRSS); vmrss=$((${kib:-0} * 1024))
+      kib=$(status_kib "$main" VmHWM); vmhwm=$((${kib:-0} * 1024))
     fi
     echo "$key $ws $usage $inact $act $rss $vmrss $vmhwm"
   done < <(containers)
