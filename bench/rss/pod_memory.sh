@@ -25,8 +25,9 @@
 #        bench/rss/pod_memory.sh --during -- CMD... a snapshot, then samples while CMD runs (e.g. an
 #                                                   e2e file or a bench), then the peaks
 # Options: --namespace NS (default $DRA_HELM_NAMESPACE or nvidia-dra-driver-gpu), --interval S.
-# Peaks are kept per component and container (the component label, or the pod's generateName for
-# pods without it, e.g. the IMEX daemons'), across pods that come and go (a reinstall, a restart).
+# Peaks are kept per component and container (the chart's component label; compute-domain-daemon for
+# the IMEX daemon pods of every ComputeDomain; else the pod's generateName), across pods that come
+# and go (a reinstall, a restart, other domains).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$ROOT/hack/cluster/lib.sh"
@@ -52,6 +53,7 @@ kubectl() { "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" --request-tim
 containers() {
   kubectl -n "$NS" get pods -o json | jq -r '.items[] | select(.status.phase == "Running") |
     (.metadata.labels["dra-driver-nvidia-gpu-component"] //
+     (if .metadata.labels["resource.nvidia.com/computeDomain"] then "compute-domain-daemon" else null end) //
      ((.metadata.generateName // .metadata.name) | sub("-[a-z0-9]{5,10}-?$"; "") | sub("-$"; ""))) as $c |
     .spec.nodeName as $n | .metadata.uid as $u |
     .status.containerStatuses[]? | select(.containerID != null and .state.running != null) |
