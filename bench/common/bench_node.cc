@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
