@@ -196,3 +196,22 @@ EOF
   got=$(jq -r '[.items[].spec.devices[].attributes | select(.type.string == "mig") | .["resource.kubernetes.io/pcieRoot"].string // "none"] | unique | .[]' <<<"$slices")
   [[ -n $got && $got != *none* ]] || { echo "MIG devices without pcieRoot: $got"; false; }
 }
+
+# The kubelet (v1.36) opens the DRAResourceHealth stream on every DRA plugin and, when the call
+# fails, logs an error and tries again every 5 s. Both drivers keep it open (quiet where they
+# report no health), so the node's kubelet log has no such error after the plugin pod started.
+@test "the kubelet's health streams to both drivers stay open: no WatchResources error in the node's kubelet log" {
+  local pod started since log errors
+  pod=$(plugin_pod "$GPU_NODE")
+  [[ -n $pod ]]
+  started=$(kubectl -n "$DRIVER_NS" get pod "$pod" -o jsonpath='{.status.startTime}')
+  # Three of the kubelet's retry periods of the plugin's life to look at.
+  wait_for 30 "$pod to have run 15 s" eval '(( $(date +%s) - $(date -d '"$started"' +%s) >= 15 ))'
+  # klog lines: "E1129 16:03:46.778574 ..." in this machine's time zone, as `date` prints it.
+  since=$(date -d "$started" +%m%d:%H:%M:%S)
+  log=$LOG_DIR/$GPU_NODE/kubelet.log
+  [[ -s $log ]]
+  errors=$(awk -v since="$since" '/Error receiving from WatchResources stream/ &&
+      /pluginName="(gpu|compute-domain)\.nvidia\.com"/ && substr($1, 2) ":" substr($2, 1, 8) >= since' "$log")
+  [[ -z $errors ]] || { echo "since $started ($since):"; head -n 5 <<<"$errors"; false; }
+}
