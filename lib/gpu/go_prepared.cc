@@ -161,8 +161,8 @@ absl::StatusOr<PreparedDevice> ConvertMig(const Json& mig, const std::string& pa
 
 // A VFIO device: the GPU's minor (and PCI bus ID, when the record lacks it) from this node's
 // device of the same name and UUID (a "gpu-vfio-<index>" name says nothing about the minor).
-// This plugin does not implement passthrough: unprepare cannot bind it back to the nvidia driver
-// (logged when adopted).
+// The Go record carries no journal of the vfio steps (claim_steps.h), so unprepare has nothing to
+// undo and does not bind the GPU back to the nvidia driver (logged when adopted).
 absl::StatusOr<PreparedDevice> ConvertVfio(const Json& vfio, const std::string& path,
                                            const Inventory& inventory) {
   PreparedDevice p;
