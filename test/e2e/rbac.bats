@@ -217,9 +217,11 @@ EOF
   denied "change its pod's image" "may not change its pod's spec" \
     api_patch "$kc" application/json-patch+json "$pods/rbac-e2e-daemon-a" \
     '[{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.example/other:v1"}]'
-  # Reads: its namespace's pods and cliques (the informers), nothing cluster-wide.
-  allowed "list pods in $DRIVER_NS" as "$kc" -n "$DRIVER_NS" get pods
+  # Reads: its namespace's cliques (the informer); no pods (the controller reads their readiness),
+  # nothing cluster-wide.
   allowed "list cliques in $DRIVER_NS" as "$kc" -n "$DRIVER_NS" get computedomaincliques.resource.nvidia.com
+  denied "list pods in $DRIVER_NS" "forbidden" as "$kc" -n "$DRIVER_NS" get pods
+  denied "read its own pod" "forbidden" as "$kc" -n "$DRIVER_NS" get pod rbac-e2e-daemon-a
   denied "list pods in default" "forbidden" as "$kc" -n default get pods
   denied "write a clique" "forbidden" as "$kc" -n "$DRIVER_NS" create --dry-run=server -f - <<<'{"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomainClique", "metadata": {"name": "rbac-e2e"}}'
 }
