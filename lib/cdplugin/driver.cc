@@ -15,7 +15,7 @@ constexpr const char* kDeviceTypes[] = {"channel", "daemon", "unknown"};
 // In-flight gauge while alive; total and duration for successes.
 class RequestScope {
  public:
-  RequestScope(gpu::DriverMetrics* m, const char* operation, Clock* clock)
+  RequestScope(kubeletplugin::DriverMetrics* m, const char* operation, Clock* clock)
       : m_(m), operation_(operation), clock_(clock), start_(clock->Now()) {
     m_->requests_inflight->WithLabels({m_->driver, operation_})->Inc();
   }
@@ -29,7 +29,7 @@ class RequestScope {
   }
 
  private:
-  gpu::DriverMetrics* m_;
+  kubeletplugin::DriverMetrics* m_;
   const char* operation_;
   Clock* clock_;
   absl::Time start_;
@@ -52,7 +52,8 @@ absl::Status UnprepareError(const kubeletplugin::ClaimRef& claim, const absl::St
 
 }  // namespace
 
-CdDriver::CdDriver(DeviceState* state, gpu::DriverMetrics* metrics, CdDriverOptions options)
+CdDriver::CdDriver(DeviceState* state, kubeletplugin::DriverMetrics* metrics,
+                   CdDriverOptions options)
     : state_(state),
       metrics_(metrics),
       options_(options),
@@ -60,6 +61,10 @@ CdDriver::CdDriver(DeviceState* state, gpu::DriverMetrics* metrics, CdDriverOpti
   for (const char* t : kDeviceTypes) {
     metrics_->prepared_devices->WithLabels({metrics_->node, metrics_->driver, t});
   }
+  // The error types a failure is counted under (PrepareResourceClaims, UnprepareResourceClaims),
+  // created at zero.
+  metrics_->prepare_errors_total->WithLabels({metrics_->driver, "prepare_devices"});
+  metrics_->unprepare_errors_total->WithLabels({metrics_->driver, "unprepare_devices"});
 }
 
 void CdDriver::RefreshPreparedDevicesGauge() {

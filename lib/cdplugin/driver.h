@@ -31,8 +31,8 @@
 #include "lib/cdplugin/device_state.h"
 #include "lib/common/backoff.h"
 #include "lib/common/clock.h"
-#include "lib/gpu/driver.h"
 #include "lib/kubeletplugin/driver.h"
+#include "lib/kubeletplugin/driver_metrics.h"
 
 namespace dra::cdplugin {
 
@@ -47,7 +47,7 @@ struct CdDriverOptions {
 class CdDriver : public kubeletplugin::DraDriver {
  public:
   // `state` and `metrics` must outlive the driver.
-  CdDriver(DeviceState* state, gpu::DriverMetrics* metrics, CdDriverOptions options = {});
+  CdDriver(DeviceState* state, kubeletplugin::DriverMetrics* metrics, CdDriverOptions options = {});
 
   absl::StatusOr<std::map<std::string, kubeletplugin::PrepareResult>> PrepareResourceClaims(
       const kubeletplugin::CallInfo& call, const std::vector<k8s::ResourceClaim>& claims) override;
@@ -71,7 +71,7 @@ class CdDriver : public kubeletplugin::DraDriver {
   absl::Time EndOf(const kubeletplugin::CallInfo& call) const;
 
   DeviceState* const state_;
-  gpu::DriverMetrics* const metrics_;
+  kubeletplugin::DriverMetrics* const metrics_;
   const CdDriverOptions options_;
   Clock* const clock_;
   std::atomic<bool> shutting_down_{false};

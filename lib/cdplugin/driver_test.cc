@@ -7,8 +7,9 @@ namespace {
 
 class DriverTest : public DeviceStateTest {
  protected:
-  gpu::DriverMetrics* Metrics() {
-    if (!metrics_) metrics_ = std::make_unique<gpu::DriverMetrics>(&registry_, kDriverName, "n");
+  kubeletplugin::DriverMetrics* Metrics() {
+    if (!metrics_)
+      metrics_ = std::make_unique<kubeletplugin::DriverMetrics>(&registry_, kDriverName, "n");
     return metrics_.get();
   }
   CdDriver Driver() {
@@ -18,7 +19,7 @@ class DriverTest : public DeviceStateTest {
                      .clock = RealClock::Get()});
   }
   metrics::Registry registry_;
-  std::unique_ptr<gpu::DriverMetrics> metrics_;
+  std::unique_ptr<kubeletplugin::DriverMetrics> metrics_;
 };
 
 TEST_F(DriverTest, RetriesUntilReadyWithinTheCall) {

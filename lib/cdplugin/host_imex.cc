@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "lib/cdplugin/errors.h"
-#include "lib/gpu/nvidia_smi.h"
+#include "lib/common/run_program.h"
 
 namespace dra::cdplugin {
 
@@ -22,7 +22,7 @@ absl::Status HostImex::Check() const {
                      root_->root(), " (", ctl.status().message(), ")"));
   }
   const std::vector<std::string> argv = {*ctl, "-q", absl::StrCat("--u=", SocketPath())};
-  absl::StatusOr<gpu::ProgramResult> r = gpu::RunProgram(argv, {.timeout = timeout_});
+  absl::StatusOr<ProgramResult> r = RunProgram(argv, {.timeout = timeout_});
   if (!r.ok()) {
     return RetryableError(absl::StrCat("host-managed IMEX daemon: ", r.status().message()));
   }
@@ -31,8 +31,8 @@ absl::Status HostImex::Check() const {
     return absl::OkStatus();
   }
   return RetryableError(absl::StrCat(
-      "host-managed IMEX daemon not ready: \"", gpu::CommandLine(argv), "\" exited with ",
-      r->exit_code, " and printed \"", absl::StripAsciiWhitespace(output),
+      "host-managed IMEX daemon not ready: \"", CommandLine(argv), "\" exited with ", r->exit_code,
+      " and printed \"", absl::StripAsciiWhitespace(output),
       "\" (expected READY; is nvidia-imex running on the host with IMEX_CMD_UNIX_DOMAIN_PATH=",
       socket_path_, "?)"));
 }

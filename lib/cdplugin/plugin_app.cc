@@ -22,13 +22,12 @@
 #include "lib/common/status.h"
 #include "lib/driverroot/device_nodes.h"
 #include "lib/driverroot/driver_root.h"
-#include "lib/gpu/driver.h"
-#include "lib/gpu/health_server.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/events.h"
 #include "lib/k8s/rest_config.h"
 #include "lib/k8s/wire_decode.h"
 #include "lib/kubeletplugin/claim_source.h"
+#include "lib/kubeletplugin/health_server.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
 #include "lib/kubeletplugin/uninstall.h"
@@ -53,7 +52,7 @@ struct PluginApp::Parts {
   std::unique_ptr<k8s::Client> claim_client;  // fail-fast reads inside kubelet calls
   k8s::EventTarget node_ref;
   metrics::Registry registry;
-  std::unique_ptr<gpu::DriverMetrics> driver_metrics;
+  std::unique_ptr<kubeletplugin::DriverMetrics> driver_metrics;
   metrics::Family<metrics::Counter>* corruptions = nullptr;
   // nvidia_dra_undecodable_objects_total; after `registry`, so that it goes first.
   std::unique_ptr<k8s::UndecodableObjectsMetric> undecodable;
@@ -71,7 +70,7 @@ struct PluginApp::Parts {
   std::unique_ptr<kubeletplugin::SlicePublisher> publisher;
   std::unique_ptr<kubeletplugin::PluginServer> server;
   std::unique_ptr<metrics::HttpServer> http;
-  std::unique_ptr<gpu::HealthServer> health;
+  std::unique_ptr<kubeletplugin::HealthServer> health;
   std::unique_ptr<Cleanup> cleanup;
   std::unique_ptr<kubeletplugin::UninstallWatch> uninstall;
   bool clique_labelled = false;
@@ -178,7 +177,7 @@ absl::Status PluginApp::ConnectToApiServer() {
         p.client.get(), config_.namespace_name, config_.daemonset_name);
   }
   p.driver_metrics =
-      std::make_unique<gpu::DriverMetrics>(&p.registry, kDriverName, config_.node_name);
+      std::make_unique<kubeletplugin::DriverMetrics>(&p.registry, kDriverName, config_.node_name);
   p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
                                         "Corrupt checkpoints moved aside and replaced.", {});
   p.undecodable = std::make_unique<k8s::UndecodableObjectsMetric>(&p.registry);
@@ -292,8 +291,8 @@ absl::Status PluginApp::ServeHttpAndHealthPort() {
   ASSIGN_OR_RETURN(p.http, metrics::StartMetricsEndpoint(config_.http_endpoint,
                                                          config_.metrics_path, &p.registry));
   if (config_.healthcheck_port >= 0) {
-    ASSIGN_OR_RETURN(
-        p.health, gpu::HealthServer::Start(config_.healthcheck_port, p.server->dra_socket_path()));
+    ASSIGN_OR_RETURN(p.health, kubeletplugin::HealthServer::Start(config_.healthcheck_port,
+                                                                  p.server->dra_socket_path()));
     DRA_INFO("serving gRPC health", "port", p.health->port());
   }
   return absl::OkStatus();

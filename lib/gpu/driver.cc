@@ -53,49 +53,23 @@ absl::Status UnprepareError(const kubeletplugin::ClaimRef& claim, const absl::St
 
 }  // namespace
 
-DriverMetrics::DriverMetrics(metrics::Registry* r, const std::string& driver,
-                             const std::string& node)
-    : requests_total(r->AddCounter("nvidia_dra_requests_total",
-                                   "Successful prepare and unprepare requests.",
-                                   {"driver", "operation"})),
-      request_duration_seconds(r->AddHistogram(
-          "nvidia_dra_request_duration_seconds",
-          "Duration of successful prepare and unprepare requests, lock wait included.",
-          {"driver", "operation"}, metrics::ExponentialBuckets(0.05, 2, 9))),
-      requests_inflight(r->AddGauge("nvidia_dra_requests_inflight",
-                                    "Prepare and unprepare requests being worked on.",
-                                    {"driver", "operation"})),
-      prepared_devices(r->AddGauge("nvidia_dra_prepared_devices",
-                                   "Devices of completely prepared claims on this node.",
-                                   {"node", "driver", "device_type"})),
-      prepare_errors_total(r->AddCounter("nvidia_dra_node_prepare_errors_total",
-                                         "Failed prepare requests by cause.",
-                                         {"driver", "error_type"})),
-      unprepare_errors_total(r->AddCounter("nvidia_dra_node_unprepare_errors_total",
-                                           "Failed unprepare requests by cause.",
-                                           {"driver", "error_type"})),
-      driver(driver),
-      node(node) {
-  for (const char* op : {"prepare", "unprepare"}) {
-    requests_total->WithLabels({driver, op});
-    requests_inflight->WithLabels({driver, op});
-  }
-  for (const char* t : kDeviceTypes) prepared_devices->WithLabels({node, driver, t});
-  // The error types a failure is counted under (Prepare, Unprepare below), created at zero.
-  for (const char* e : {"lock_acquire", "prepare_devices"}) {
-    prepare_errors_total->WithLabels({driver, e});
-  }
-  for (const char* e : {"lock_acquire", "unprepare_devices"}) {
-    unprepare_errors_total->WithLabels({driver, e});
-  }
-}
-
 GpuDriver::GpuDriver(DeviceState* state, const std::string& plugin_data_dir, DriverMetrics* metrics,
                      absl::Duration lock_timeout)
     : state_(state),
       lock_path_(plugin_data_dir + "/pu.lock"),
       metrics_(metrics),
-      lock_timeout_(lock_timeout) {}
+      lock_timeout_(lock_timeout) {
+  for (const char* t : kDeviceTypes) {
+    metrics_->prepared_devices->WithLabels({metrics_->node, metrics_->driver, t});
+  }
+  // The error types a failure is counted under (Prepare, Unprepare below), created at zero.
+  for (const char* e : {"lock_acquire", "prepare_devices"}) {
+    metrics_->prepare_errors_total->WithLabels({metrics_->driver, e});
+  }
+  for (const char* e : {"lock_acquire", "unprepare_devices"}) {
+    metrics_->unprepare_errors_total->WithLabels({metrics_->driver, e});
+  }
+}
 
 absl::Status GpuDriver::RunLocked(const std::function<absl::Status()>& fn) {
   auto lock = AcquireLock(Deadline(absl::InfiniteFuture(), "maintenance"));

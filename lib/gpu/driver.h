@@ -20,23 +20,11 @@
 #include "lib/common/file_lock.h"
 #include "lib/gpu/device_state.h"
 #include "lib/kubeletplugin/driver.h"
-#include "lib/metrics/metrics.h"
+#include "lib/kubeletplugin/driver_metrics.h"
 
 namespace dra::gpu {
 
-// The metrics of docs/compatibility.md "Metrics", registered in one registry.
-struct DriverMetrics {
-  explicit DriverMetrics(metrics::Registry* registry, const std::string& driver,
-                         const std::string& node);
-  metrics::Family<metrics::Counter>* requests_total;
-  metrics::Family<metrics::Histogram>* request_duration_seconds;
-  metrics::Family<metrics::Gauge>* requests_inflight;
-  metrics::Family<metrics::Gauge>* prepared_devices;
-  metrics::Family<metrics::Counter>* prepare_errors_total;
-  metrics::Family<metrics::Counter>* unprepare_errors_total;
-  const std::string driver;
-  const std::string node;
-};
+using kubeletplugin::DriverMetrics;
 
 class GpuDriver : public kubeletplugin::DraDriver {
  public:

@@ -30,7 +30,6 @@
 #include "lib/gpu/driver.h"
 #include "lib/gpu/fabric_step.h"
 #include "lib/gpu/go_prepared.h"
-#include "lib/gpu/health_server.h"
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mig_manager.h"
 #include "lib/gpu/mps_sharing.h"
@@ -48,6 +47,7 @@
 #include "lib/k8s/wire_decode.h"
 #include "lib/kubeletplugin/claim_cache.h"
 #include "lib/kubeletplugin/claim_source.h"
+#include "lib/kubeletplugin/health_server.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
 #include "lib/kubeletplugin/uninstall.h"
@@ -119,7 +119,7 @@ struct PluginApp::Parts {
   std::unique_ptr<kubeletplugin::PluginServer> server;
   std::unique_ptr<DeviceHealthMonitor> health_monitor;
   std::unique_ptr<metrics::HttpServer> http;
-  std::unique_ptr<HealthServer> health;
+  std::unique_ptr<kubeletplugin::HealthServer> health;
   std::unique_ptr<Cleanup> cleanup;
   std::thread cleaner;
   std::unique_ptr<kubeletplugin::UninstallWatch> uninstall;  // --daemonset-name set

@@ -81,8 +81,8 @@ absl::Status PluginApp::ServeHttpAndHealthPort() {
   ASSIGN_OR_RETURN(p.http, metrics::StartMetricsEndpoint(config_.http_endpoint,
                                                          config_.metrics_path, &p.registry));
   if (config_.healthcheck_port >= 0) {
-    ASSIGN_OR_RETURN(p.health,
-                     HealthServer::Start(config_.healthcheck_port, p.server->dra_socket_path()));
+    ASSIGN_OR_RETURN(p.health, kubeletplugin::HealthServer::Start(config_.healthcheck_port,
+                                                                  p.server->dra_socket_path()));
     DRA_INFO("serving gRPC health", "port", p.health->port());
   }
   return absl::OkStatus();

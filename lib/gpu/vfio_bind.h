@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "lib/common/run_program.h"
 #include "lib/gpu/nvidia_smi.h"
 #include "lib/gpu/prepare_plan.h"
 

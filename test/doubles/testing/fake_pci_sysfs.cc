@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "lib/common/atomic_file.h"
+#include "lib/common/run_program.h"
 #include "lib/common/status.h"
 
 namespace dra::testing {
@@ -150,7 +151,7 @@ gpu::HostCommand FakeHostCommand(std::string root) {
   return [root = std::move(root)](const std::vector<std::string>& argv) {
     std::vector<std::string> full = argv;
     full[0] = root + "/usr/sbin/" + argv[0];
-    return gpu::RunProgram(full, {.env = {{"HOST_ROOT", root}}});
+    return RunProgram(full, {.env = {{"HOST_ROOT", root}}});
   };
 }
 

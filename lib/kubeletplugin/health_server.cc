@@ -1,11 +1,11 @@
-#include "lib/gpu/health_server.h"
+#include "lib/kubeletplugin/health_server.h"
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "proto/dra/v1/api.grpc.pb.h"
 #include "proto/grpc_health/v1/health.grpc.pb.h"
 
-namespace dra::gpu {
+namespace dra::kubeletplugin {
 
 namespace healthpb = ::grpc::health::v1;
 namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
@@ -61,4 +61,4 @@ void HealthServer::Stop() {
   server_.reset();
 }
 
-}  // namespace dra::gpu
+}  // namespace dra::kubeletplugin

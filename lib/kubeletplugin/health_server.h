@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 
-namespace dra::gpu {
+namespace dra::kubeletplugin {
 
 class HealthServer {
  public:
@@ -31,4 +31,4 @@ class HealthServer {
   int port_ = 0;
 };
 
-}  // namespace dra::gpu
+}  // namespace dra::kubeletplugin
