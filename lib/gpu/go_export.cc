@@ -295,11 +295,14 @@ absl::StatusOr<std::string> GoCheckpointText(const checkpoint::Contents& content
 
     // PreparedClaimV2/V3{CheckpointState, Status, PreparedDevices omitempty, Name omitempty,
     // Namespace omitempty}.
-    auto entry = [&](OJson groups_json) {
+    // Captured by reference to the binding's object: clang before 16 cannot capture a structured
+    // binding in a lambda.
+    const auto& named = claim;
+    auto entry = [&status, &named](OJson groups_json) {
       OJson e{{"checkpointState", "PrepareCompleted"}, {"status", status}};
       if (!groups_json.empty()) e["preparedDevices"] = std::move(groups_json);
-      if (!claim.name.empty()) e["name"] = claim.name;
-      if (!claim.namespace_name.empty()) e["namespace"] = claim.namespace_name;
+      if (!named.name.empty()) e["name"] = named.name;
+      if (!named.namespace_name.empty()) e["namespace"] = named.namespace_name;
       return e;
     };
     OJson v2_groups = GroupsJson(groups, PreparedDeviceV2);
