@@ -55,7 +55,8 @@ TEST_F(AdminAccessTest, AdminClaimOnATimeSlicedGpuChangesNoTimeSliceAndNoOtherCl
     EXPECT_TRUE(d.admin_access) << d.device;
     EXPECT_EQ(d.time_slice_applied, false) << d.device;
   }
-  for (const auto& step : Record("monitor")["steps"]) {
+  const nlohmann::json monitor = Record("monitor");
+  for (const auto& step : monitor["steps"]) {
     EXPECT_NE(step.value("name", ""), "timeSlicing") << step;
   }
   EXPECT_TRUE(std::filesystem::exists(SpecPath("monitor")));
