@@ -170,6 +170,9 @@ int main(int argc, char** argv) {
   flags.AddString("service-account-name", "SERVICE_ACCOUNT_NAME", &c.service_account_name,
                   "Service account of the MPS control-daemon pods; empty: the namespace's "
                   "default.");
+  flags.AddString("nvidia-cdi-hook-path", "NVIDIA_CDI_HOOK_PATH", &c.nvidia_cdi_hook_path,
+                  "Accepted for compatibility with the Go driver's chart; unused (the CDI specs "
+                  "need no hook).");
   flags.AddString("cdi-root", "CDI_ROOT", &c.cdi_root,
                   "Directory for the generated per-claim CDI specs (created 0750 if missing).");
   flags
@@ -185,6 +188,10 @@ int main(int argc, char** argv) {
                   "Where /dev is found; empty: the driver root if it has a /dev, else /.");
   flags.AddString("proc-root", "PROC_ROOT", &c.proc_root,
                   "Where /proc is found (MIG capability files, /proc/devices).");
+  flags.AddString("alt-proc-devices-path", "ALT_PROC_DEVICES_PATH", &c.alt_proc_devices,
+                  "A file read instead of <proc-root>/devices for the character device majors, "
+                  "for nodes whose kernel has no NVIDIA entries there (simulated GPUs; the "
+                  "chart's altProcDevices). Empty: <proc-root>/devices.");
   flags.AddString("sys-root", "SYS_ROOT", &c.sys_root, "Where /sys is found (PCI topology).");
   flags.AddString("host-root", "HOST_ROOT", &c.host_root,
                   "Where the host's / is mounted in this container. Needed by the feature gate "
@@ -227,7 +234,9 @@ int main(int argc, char** argv) {
   flags.AddBool("claim-informer", "CLAIM_INFORMER", &c.claim_informer,
                 "Answer the claim reads of a prepare from a cache of the ResourceClaims allocated "
                 "to this node, kept by a watch; a claim missing from it, or whose cached copy "
-                "has another UID or no allocation, is read with a GET. Off: one GET per claim.");
+                "has another UID or no allocation, is read with a GET. Off (the default): one "
+                "GET per claim. The watch cannot be narrowed to this node: the API server sends "
+                "every claim event of the cluster to every node that has it on.");
   flags.AddDuration("nvidia-smi-timeout", "NVIDIA_SMI_TIMEOUT", &c.nvidia_smi_timeout,
                     "Time limit of one nvidia-smi run (setting GPU time-slices); it is killed "
                     "after that and the prepare fails (the kubelet retries).");

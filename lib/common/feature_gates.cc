@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lib/common/log.h"
+#include "lib/common/markdown.h"
 #include "lib/common/parse.h"
 #include "lib/common/status.h"
 
@@ -267,6 +268,24 @@ std::string FeatureGates::KnownGatesHelp() const {
   }
   std::string out;
   for (const auto& [name, rest] : lines) absl::StrAppend(&out, name, rest, "\n");
+  return out;
+}
+
+std::string FeatureGates::MarkdownTable() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::string out =
+      "| Gate | Stage | Default | Requires | Excludes | Description |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const auto& [name, gate] : gates_) {
+    const FeatureSpec& spec = gate.spec;
+    std::string default_text = spec.default_value ? "true" : "false";
+    if (spec.lock_to_default) absl::StrAppend(&default_text, " (locked)");
+    if (!spec.unavailable.empty()) absl::StrAppend(&default_text, " (not available)");
+    absl::StrAppend(&out, "| `", name, "` | ", FeatureStageName(spec.stage), " | ", default_text,
+                    " | ", absl::StrJoin(gate.required, ", "), " | ",
+                    absl::StrJoin(gate.excluded, ", "), " | ", MarkdownCell(spec.description),
+                    " |\n");
+  }
   return out;
 }
 

@@ -101,6 +101,9 @@ class FeatureGates {
   // with ", locked" for locked gates and ", not available" for unavailable ones, then " requires
   // X", " excludes Y" and ": description".
   std::string KnownGatesHelp() const;
+  // The registered gates as a Markdown table, sorted by name: gate, stage, default (with
+  // "locked" / "not available"), the gates it requires and excludes, description.
+  std::string MarkdownTable() const;
 
  private:
   struct Gate {

@@ -12,6 +12,7 @@
 #include "lib/common/feature_gates.h"
 #include "lib/common/flags_internal.h"
 #include "lib/common/log.h"
+#include "lib/common/markdown.h"
 #include "lib/common/parse.h"
 
 namespace dra {
@@ -231,6 +232,7 @@ Flags::FlagRef Flags::AddFeatureGatesFlag(FeatureGates* gates) {
       "A set of key=value pairs that describe feature gates for alpha/experimental "
       "features. Options are:");
   flags_.back()->extra_help = [gates] { return gates->KnownGatesHelp(); };
+  gates_ = gates;
   return ref;
 }
 
@@ -309,6 +311,40 @@ std::string Flags::Help() const {
   if (!version_.empty()) {
     absl::StrAppend(&out, "  --version\n");
     append_help("Print the version and exit.");
+  }
+  return out;
+}
+
+std::string Flags::MarkdownReference() const {
+  std::string out =
+      "| Flag | Environment | Default | Description |\n"
+      "|---|---|---|---|\n";
+  for (const auto& flag : flags_) {
+    if (flag->hidden) continue;
+    std::vector<std::string> names = {absl::StrCat("`", Dashed(flag->name), "`")};
+    for (const std::string& alias : flag->aliases) {
+      names.push_back(absl::StrCat("`", Dashed(alias), "`"));
+    }
+    std::vector<std::string> envs;
+    for (const std::string& env : flag->envs) envs.push_back(absl::StrCat("`", env, "`"));
+    std::string default_text = "required";
+    if (!flag->required) {
+      default_text = flag->default_text.empty() || flag->default_text == "\"\""
+                         ? ""
+                         : absl::StrCat("`", flag->default_text, "`");
+    }
+    // The feature gates get their own table below, instead of their --help lines.
+    std::string help = flag->help;
+    if (flag->extra_help && flag->name != "feature-gates") {
+      absl::StrAppend(&help, "\n", flag->extra_help());
+    }
+    absl::StrAppend(&out, "| ", absl::StrJoin(names, ", "),
+                    flag->type_name.empty() ? "" : absl::StrCat(" ", flag->type_name), " | ",
+                    absl::StrJoin(envs, ", "), " | ", default_text, " | ", MarkdownCell(help),
+                    " |\n");
+  }
+  if (gates_ != nullptr) {
+    absl::StrAppend(&out, "\nFeature gates (`--feature-gates`):\n\n", gates_->MarkdownTable());
   }
   return out;
 }

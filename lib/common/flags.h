@@ -133,6 +133,10 @@ class Flags {
 
   // The text --help prints.
   std::string Help() const;
+  // The visible flags as a Markdown table (flag, environment, default, description), followed by
+  // the feature gates' table (FeatureGates::MarkdownTable) when AddFeatureGatesFlag was called;
+  // printed by the unlisted "--help-markdown" for docs/reference.md (hack/gen-reference.sh).
+  std::string MarkdownReference() const;
   // The command given (see AddCommand), "" when none are declared.
   const std::string& command() const { return command_; }
   // Where the flag's value came from in the last Parse; kDefault for unknown names.
@@ -175,6 +179,7 @@ class Flags {
   std::function<std::optional<std::string>(const std::string&)> env_lookup_;
   std::ostream* out_;
   int verbosity_ = 0;
+  const FeatureGates* gates_ = nullptr;  // from AddFeatureGatesFlag
 };
 
 }  // namespace dra

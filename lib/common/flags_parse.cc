@@ -78,6 +78,10 @@ bool Flags::HandleHelpOrVersion(int argc, const char* const* argv) const {
       *out_ << Help();
       return true;
     }
+    if (name == "help-markdown") {
+      *out_ << MarkdownReference();
+      return true;
+    }
     if (name == "version" && !version_.empty()) {
       *out_ << program_ << " " << version_ << "\n";
       return true;

@@ -378,6 +378,46 @@ TEST_F(FlagsTest, HelpShowsDescriptionEnvAndDefault) {
   EXPECT_THAT(help, Not(HasSubstr("secret")));
 }
 
+TEST_F(FlagsTest, MarkdownReference) {
+  FeatureGates gates;
+  ASSERT_TRUE(gates
+                  .Register("MPSSupport", {.stage = FeatureStage::kBeta,
+                                           .default_value = true,
+                                           .description = "MPS | sharing."})
+                  .ok());
+  ASSERT_TRUE(gates.Register("Old", {.stage = FeatureStage::kGA, .lock_to_default = true}).ok());
+  ASSERT_TRUE(gates.AddDependency("Old", "MPSSupport").ok());
+  std::string secret;
+  std::string image;
+  flags_.AddString("secret", "SECRET", &secret, "Hidden.").Hidden();
+  flags_.AddString("image-name", "IMAGE_NAME", &image, "Image | for MPS pods.\nSecond line.")
+      .Required()
+      .Alias("image");
+  flags_.AddLoggingFlags();
+  flags_.AddFeatureGatesFlag(&gates);
+  absl::StatusOr<Flags::ParseResult> r = Parse({"--help-markdown", "--kube-api-qps=bad"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, Flags::ParseResult::kExitSuccess);
+  const std::string md = out_.str();
+  EXPECT_EQ(md, flags_.MarkdownReference());
+  EXPECT_THAT(md, testing::StartsWith("| Flag | Environment | Default | Description |\n"
+                                      "|---|---|---|---|\n"
+                                      "| `--node-name` string | `NODE_NAME` |  | Node to work on. |\n"));
+  EXPECT_THAT(md, HasSubstr("| `--namespace` string | `NAMESPACE` | `\"default\"` | "
+                            "Driver namespace. |\n"));
+  EXPECT_THAT(md, HasSubstr("| `--image-name`, `--image` string | `IMAGE_NAME` | required | "
+                            "Image \\| for MPS pods.<br>Second line. |\n"));
+  EXPECT_THAT(md, HasSubstr("| `-v` int | `VERBOSITY`, `V` | `0` |"));
+  EXPECT_THAT(md, HasSubstr("| `--feature-gates` mapStringBool | `FEATURE_GATES` |  | A set of "));
+  EXPECT_THAT(md, Not(HasSubstr("MPSSupport=true|false")));  // the --help lines
+  EXPECT_THAT(md, HasSubstr("\nFeature gates (`--feature-gates`):\n\n"
+                            "| Gate | Stage | Default | Requires | Excludes | Description |\n"
+                            "|---|---|---|---|---|---|\n"
+                            "| `MPSSupport` | BETA | true |  |  | MPS \\| sharing. |\n"
+                            "| `Old` | GA | false (locked) | MPSSupport |  |  |\n"));
+  EXPECT_THAT(md, Not(HasSubstr("secret")));
+}
+
 TEST_F(FlagsTest, Version) {
   ParseOk({});  // no --version flag without SetVersion
   EXPECT_THAT(ParseError({"--version"}), HasSubstr("unknown flag --version"));

@@ -136,7 +136,7 @@ absl::StatusOr<CapabilityFile> ParseCapabilityFile(absl::string_view text) {
 }
 
 absl::StatusOr<int64_t> CharDeviceMajor(const DriverRoot& root, absl::string_view name) {
-  const std::string path = absl::StrCat(root.proc_root(), "/devices");
+  const std::string& path = root.proc_devices();
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   bool in_char_section = false;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {

@@ -72,6 +72,25 @@ TEST(CharDeviceMajor, ReadsOnlyTheCharacterSection) {
               HasSubstr("no character device \"nvidia-nvswitch\" in " + fake.Abs("/proc/devices")));
 }
 
+TEST(CharDeviceMajor, ReadsTheAlternateProcDevicesFile) {
+  FakeRoot fake;
+  fake.File("/proc/devices", "Character devices:\n239 nvidia-caps\n");
+  fake.File("/alt/devices", "Character devices:\n500 nvidia-caps\n");
+  absl::StatusOr<std::unique_ptr<DriverRoot>> root =
+      DriverRoot::Create({.root = fake.path(),
+                          .proc_root = fake.Abs("/proc"),
+                          .proc_devices = fake.Abs("/alt/devices"),
+                          .sys_root = fake.Abs("/sys")});
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ((*root)->proc_devices(), fake.Abs("/alt/devices"));
+  EXPECT_EQ(*CharDeviceMajor(**root, "nvidia-caps"), 500);
+  EXPECT_EQ(MustCreate(fake)->proc_devices(), fake.Abs("/proc/devices"));
+  absl::StatusOr<std::unique_ptr<DriverRoot>> relative = DriverRoot::Create(
+      {.root = fake.path(), .proc_root = fake.Abs("/proc"), .proc_devices = "alt/devices"});
+  EXPECT_THAT(std::string(relative.status().message()),
+              HasSubstr("proc devices file must be an absolute path, got \"alt/devices\""));
+}
+
 TEST(MigCapabilityDeviceNodes, BuildsNodesFromProc) {
   FakeRoot fake;
   fake.File("/proc/devices", kProcDevices);

@@ -60,10 +60,12 @@ absl::StatusOr<std::unique_ptr<DriverRoot>> DriverRoot::Create(Options options) 
   options.host_root = Clean(std::move(options.host_root));
   options.proc_root = Clean(std::move(options.proc_root));
   options.sys_root = Clean(std::move(options.sys_root));
+  if (options.proc_devices.empty()) options.proc_devices = options.proc_root + "/devices";
   RETURN_IF_ERROR(CheckDir("driver root", options.root));
   for (auto [what, path] :
        {std::pair{"host driver root", &options.host_root},
-        std::pair{"proc root", &options.proc_root}, std::pair{"sys root", &options.sys_root}}) {
+        std::pair{"proc root", &options.proc_root}, std::pair{"sys root", &options.sys_root},
+        std::pair{"proc devices file", &options.proc_devices}}) {
     if (path->empty() || path->front() != '/') {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " must be an absolute path, got \"", *path, "\""));

@@ -37,6 +37,10 @@ struct DriverRootOptions {
   // Where /dev is found. Empty: `root` when "<root>/dev" is a directory, else "/".
   std::string dev_root;
   std::string proc_root = "/proc";  // e.g. "<mock root>/proc" in tests
+  // The file read for the character device majors instead of "<proc_root>/devices", for nodes
+  // whose kernel lacks the NVIDIA entries (simulated GPUs); the public driver's
+  // ALT_PROC_DEVICES_PATH. Empty: "<proc_root>/devices". Must be absolute when set.
+  std::string proc_devices;
   std::string sys_root = "/sys";
 };
 
@@ -53,6 +57,8 @@ class DriverRoot {
   const std::string& host_root() const { return options_.host_root; }
   const std::string& dev_root() const { return options_.dev_root; }
   const std::string& proc_root() const { return options_.proc_root; }
+  // The file that stands for /proc/devices (DriverRootOptions::proc_devices).
+  const std::string& proc_devices() const { return options_.proc_devices; }
   const std::string& sys_root() const { return options_.sys_root; }
 
   // The plugin-view path of an absolute path inside the root: "/usr/bin/x" -> "<root>/usr/bin/x".

@@ -274,6 +274,7 @@ absl::Status PluginApp::DiscoverDevices() {
                                                            .host_root = config_.nvidia_driver_root,
                                                            .dev_root = config_.dev_root,
                                                            .proc_root = config_.proc_root,
+                                                           .proc_devices = config_.alt_proc_devices,
                                                            .sys_root = config_.sys_root}));
   auto discovered = DiscoverInventory(config_, *p.root, p.nvml_library);
   if (!discovered.ok()) {

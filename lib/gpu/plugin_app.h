@@ -31,6 +31,8 @@ struct PluginConfig {
   std::string container_driver_root = "/driver-root";  // plugin view
   std::string dev_root;                                // empty: derived from the driver root
   std::string proc_root = "/proc";
+  // --alt-proc-devices-path: read instead of <proc_root>/devices; empty: that file.
+  std::string alt_proc_devices;
   std::string sys_root = "/sys";
   // --host-root: where the host's / is mounted (gate PassthroughSupport: its sysfs, IOMMU groups,
   // modules.alias; modprobe and fuser run chrooted into it). Must exist with the gate on.
@@ -38,6 +40,7 @@ struct PluginConfig {
   std::string kubelet_registrar_dir = "/var/lib/kubelet/plugins_registry";
   std::string kubelet_plugins_dir = "/var/lib/kubelet/plugins";
   std::string pod_uid;  // rolling-update socket names when set
+  std::string nvidia_cdi_hook_path;  // accepted for compatibility; no hook is used
   int healthcheck_port = -1;
   std::string http_endpoint;
   std::string metrics_path = "/metrics";
@@ -69,8 +72,9 @@ struct PluginConfig {
   bool device_status = true;
   // --prepare-trace: a per-stage trace line per prepare/unprepare (lib/common/trace.h).
   bool prepare_trace = false;
-  // --claim-informer: prepare reads claims from kubeletplugin::ClaimCache (GET on a miss).
-  bool claim_informer = true;
+  // --claim-informer: prepare reads claims from kubeletplugin::ClaimCache (GET on a miss). Off by
+  // default: the cache's watch carries every claim event of the cluster to every node.
+  bool claim_informer = false;
   const FeatureGates* gates = nullptr;
 };
 
