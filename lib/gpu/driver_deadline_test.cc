@@ -23,17 +23,6 @@ constexpr absl::Duration kFixedLockTimeout = absl::Seconds(10);
 // every 100 ms).
 constexpr absl::Duration kSlack = absl::Seconds(2);
 
-nlohmann::json MpsConfig() {
-  return nlohmann::json::array({{{"source", "FromClaim"},
-                                 {"requests", nlohmann::json::array()},
-                                 {"opaque",
-                                  {{"driver", "gpu.nvidia.com"},
-                                   {"parameters",
-                                    {{"apiVersion", "resource.nvidia.com/v1beta1"},
-                                     {"kind", "GpuConfig"},
-                                     {"sharing", {{"strategy", "MPS"}}}}}}}}});
-}
-
 class DriverDeadlineTest : public DeviceStateTest {
  protected:
   void Start(const std::string& gates = "") {
@@ -61,7 +50,7 @@ class DriverDeadlineTest : public DeviceStateTest {
 // pu.lock, long after its own deadline.
 TEST_F(DriverDeadlineTest, PrepareWaitingForTheLockStopsAtItsDeadlineAndChangesNothing) {
   Start("MPSSupport=true");
-  const k8s::ResourceClaim claim = Claim("uid-1", {"gpu-2"}, MpsConfig());
+  const k8s::ResourceClaim claim = Claim("uid-1", {"gpu-2"}, GpuConfigEntry({{"strategy", "MPS"}}));
   absl::Notification first_started, release_first;
   mps_->on_start = [&] {
     first_started.Notify();

@@ -23,17 +23,6 @@ namespace {
 using ::testing::HasSubstr;
 using OJson = nlohmann::ordered_json;
 
-nlohmann::json MpsConfig() {
-  return nlohmann::json::array({{{"source", "FromClaim"},
-                                 {"requests", nlohmann::json::array()},
-                                 {"opaque",
-                                  {{"driver", "gpu.nvidia.com"},
-                                   {"parameters",
-                                    {{"apiVersion", "resource.nvidia.com/v1beta1"},
-                                     {"kind", "GpuConfig"},
-                                     {"sharing", {{"strategy", "MPS"}}}}}}}}});
-}
-
 class GoExportTest : public DeviceStateTest {
  protected:
   std::string CheckpointPath() { return tmp_.path() + "/plugin/checkpoint.json"; }
@@ -99,7 +88,9 @@ TEST_F(GoExportTest, FullGpusWithTimeSlicingAndMpsComeBackAsTheyWere) {
   Configure("TimeSlicingSettings=true,MPSSupport=true");
   ASSERT_TRUE(state_->Prepare(Claim("uid-plain", {"gpu-0"})).ok());
   ASSERT_TRUE(state_->Prepare(Claim("uid-ts", {"gpu-1", "gpu-2"}, TimeSliced("Long"))).ok());
-  ASSERT_TRUE(state_->Prepare(Claim("uid-mps", {"gpu-3", "gpu-4"}, MpsConfig())).ok());
+  ASSERT_TRUE(
+      state_->Prepare(Claim("uid-mps", {"gpu-3", "gpu-4"}, GpuConfigEntry({{"strategy", "MPS"}})))
+          .ok());
   // What the test is about: the records carry a time-slice flag and an MPS daemon.
   const checkpoint::ClaimMap before = Claims();
   EXPECT_EQ(before.at("uid-ts").prepared_devices[0]["timeSliceApplied"], true);
@@ -110,7 +101,9 @@ TEST_F(GoExportTest, FullGpusWithTimeSlicingAndMpsComeBackAsTheyWere) {
 TEST_F(GoExportTest, GroupsFollowTheConfigsAndWriteGoFields) {
   Init("h100-8x");
   Configure("TimeSlicingSettings=true,MPSSupport=true");
-  ASSERT_TRUE(state_->Prepare(Claim("uid-mps", {"gpu-3", "gpu-4"}, MpsConfig())).ok());
+  ASSERT_TRUE(
+      state_->Prepare(Claim("uid-mps", {"gpu-3", "gpu-4"}, GpuConfigEntry({{"strategy", "MPS"}})))
+          .ok());
   ASSERT_TRUE(state_->Prepare(Claim("uid-ts", {"gpu-1", "gpu-2"}, TimeSliced("Long"))).ok());
   auto contents = checkpoint::DecodeCheckpoint(*ReadFile(CheckpointPath()));
   ASSERT_TRUE(contents.ok());
