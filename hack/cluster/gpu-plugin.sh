@@ -153,7 +153,14 @@ cmd_up() {
     fi
     start_plugin "$n" "$profile"
   done
-  "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$REPO_ROOT/deployments/deviceclasses/" >/dev/null
+  # The chart is the one source of the DeviceClasses: its GPU ones, rendered as helm-driver.sh
+  # would install them on this cluster (helm-values.yaml), applied without a release.
+  [[ -x $HELM_BIN_DIR/helm ]] || die "gpu-plugin: no helm at $HELM_BIN_DIR/helm; build it: hack/cluster/build.sh helm"
+  "$HELM_BIN_DIR/helm" template gpu-plugin "$REPO_ROOT/deployments/helm/dra-driver-nvidia-gpu" \
+    --namespace gpu-plugin -f "$HACK_CLUSTER_DIR/helm-values.yaml" \
+    --set resources.computeDomains.enabled=false --api-versions resource.k8s.io/v1/DeviceClass \
+    --show-only templates/deviceclasses.yaml |
+    "${KUBECTL[@]}" apply --server-side --force-conflicts -f - >/dev/null
   progress "GPU driver ready in $(elapsed "$t"); DeviceClasses: $("${KUBECTL[@]}" get deviceclasses -o name | xargs)"
 }
 

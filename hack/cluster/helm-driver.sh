@@ -16,9 +16,9 @@
 #       does not own (the chart installs its own), imports the image into every running node,
 #       applies the chart's CRDs (Helm never upgrades them),
 #       prints and runs `helm upgrade --install` (extra arguments, e.g. --set k=v or -f file, are
-#       passed on), then waits until the kubelet-plugin DaemonSet is rolled out and every prepared
-#       node publishes devices. A second run is an upgrade to the same revision content: the pods
-#       stay.
+#       passed on), then waits until the kubelet-plugin DaemonSet is rolled out (the old pods of
+#       a surge rollout gone) and every prepared node publishes devices. A second run is an
+#       upgrade to the same revision content: the pods stay.
 #   helm-driver.sh uninstall [--release R] [--namespace NS]
 #       `helm uninstall --wait`, the namespace, and the driver's ResourceSlices left behind (the
 #       kubelet would delete them 30 s after the plugin unregistered). Idempotent.
@@ -143,8 +143,8 @@ cmd_install() {
   "$HACK_CLUSTER_DIR/gpu-plugin.sh" down
   # gpu-plugin.sh applied the DeviceClasses without Helm's ownership metadata, which makes helm
   # refuse to install them; the chart's own are kept.
-  gpu_classes=$(kubectl get deviceclasses -o json | jq -r '.items[] | select(.metadata.name |
-    IN("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")) |
+  gpu_classes=$(kubectl get deviceclasses -o json | jq -r '.items[] |
+    select(.metadata.name | endswith(".nvidia.com")) |
     select(.metadata.annotations["meta.helm.sh/release-name"] == null) | .metadata.name')
   if [[ -n $gpu_classes ]]; then
     progress "deleting the DeviceClasses of gpu-plugin.sh (the chart installs them): $(xargs <<<"$gpu_classes")"
@@ -179,6 +179,14 @@ cmd_install() {
   kubectl -n "$NAMESPACE" rollout status "$ds" --timeout="${WAIT_TIMEOUT}s" >/dev/null ||
     fail_install "$ds not rolled out within ${WAIT_TIMEOUT}s"
   deadline=$((SECONDS + WAIT_TIMEOUT))
+  # A surge rollout (the chart's default on 1.36, docs/helm.md "Rolling updates of the kubelet
+  # plugins") is rolled out once every node's new pod is Ready; the old pods are stopped after
+  # that. Wait until they are gone, so that every node has one plugin pod when this returns.
+  until [[ $(kubectl -n "$NAMESPACE" get "$ds" -o jsonpath='{.status.desiredNumberScheduled}') == \
+    "$(plugin_pods -o name | grep -c .)" ]]; do
+    ((SECONDS < deadline)) || fail_install "the old plugin pods of $ds did not stop within ${WAIT_TIMEOUT}s"
+    sleep 0.5
+  done
   for n in $nodes; do
     until (($(slice_devices "$n") > 0)); do
       ((SECONDS < deadline)) || fail_install "$n published no $DRIVER devices within ${WAIT_TIMEOUT}s"

@@ -92,7 +92,7 @@ TEST_F(PluginIntegrationTest, PublishesTheExpectedSlicesForEveryProfile) {
 TEST_F(PluginIntegrationTest, SchedulerAllocatesAndPrepareWritesTheSpec) {
   StartPlugin("h100-8x");
   ASSERT_FALSE(WaitForSlices().empty());
-  // The selector of deployments/deviceclasses/gpu.nvidia.com.yaml.
+  // The selector of the chart's gpu.nvidia.com DeviceClass (templates/deviceclasses.yaml).
   nlohmann::json dc = {{"apiVersion", "resource.k8s.io/v1"},
                        {"kind", "DeviceClass"},
                        {"metadata", {{"name", "gpu.nvidia.com"}}},
