@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
                   "This plugin's DaemonSet in --namespace. When it is deleted (helm uninstall), "
                   "the plugin removes its files at shutdown: its CDI specs and its plugin "
                   "directory, unless a claim is still prepared. Empty: it never does.");
+  flags.AddString("pod-uid", "POD_UID", &c.pod_uid,
+                  "This pod's UID (downward API). When set, sockets carry it so that an old and "
+                  "a new plugin pod can serve side by side during a rolling update (kubelet "
+                  ">= 1.33).");
   flags.AddString("cdi-root", "CDI_ROOT", &c.cdi_root,
                   "Directory for the generated CDI specs (created 0750 if missing).");
   flags

@@ -1,7 +1,9 @@
 #include "lib/cdplugin/plugin_app.h"
 
 #include <atomic>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -30,6 +32,7 @@
 #include "lib/kubeletplugin/health_server.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
+#include "lib/kubeletplugin/stale_sockets.h"
 #include "lib/kubeletplugin/uninstall.h"
 #include "lib/metrics/http_server.h"
 #include "lib/metrics/metrics_endpoint.h"
@@ -110,7 +113,23 @@ void PluginApp::Stop() {
   if (p.publisher) p.publisher->Stop();
   p.stopping = true;
   if (p.cleaner.joinable()) p.cleaner.join();
+  // The node's other plugin instance (the new pod of a surge rollout, registered before this
+  // old one is stopped) set the same label at its start and needs it: it stays.
+  std::vector<std::string> others;
   if (p.clique_labelled && p.domains) {
+    others = kubeletplugin::LiveSockets(
+        {.dir = config_.kubelet_registrar_dir,
+         .prefix = absl::StrCat(kDriverName, "-"),
+         .suffix = "-reg.sock",
+         .keep = p.server ? p.server->registration_socket_path() : std::string()});
+    if (!others.empty()) {
+      DRA_INFO(
+          "keeping the GPU clique node label: another instance of the driver serves on this "
+          "node",
+          "label", kGpuCliqueLabel, "registration_socket", others.front());
+    }
+  }
+  if (p.clique_labelled && p.domains && others.empty()) {
     if (absl::Status s = p.domains->PatchNodeLabel(kGpuCliqueLabel, ""); !s.ok()) {
       DRA_WARNING("removing the GPU clique node label failed", "label", kGpuCliqueLabel, "err", s);
     }
@@ -279,6 +298,7 @@ absl::Status PluginApp::ServeKubelet() {
   options.claim_getter = kubeletplugin::ClaimGetterFromClient(p.claim_client.get());
   options.kubelet_plugins_dir = config_.kubelet_plugins_dir;
   options.registry_dir = config_.kubelet_registrar_dir;
+  options.pod_uid = config_.pod_uid;
   // Prepares depend on each other (a channel claim waits for the daemon claim of this node,
   // prepared in another kubelet call): they must not be serialized. DeviceState locks per claim.
   options.serialize = false;
@@ -291,8 +311,14 @@ absl::Status PluginApp::ServeHttpAndHealthPort() {
   ASSIGN_OR_RETURN(p.http, metrics::StartMetricsEndpoint(config_.http_endpoint,
                                                          config_.metrics_path, &p.registry));
   if (config_.healthcheck_port >= 0) {
-    ASSIGN_OR_RETURN(p.health, kubeletplugin::HealthServer::Start(config_.healthcheck_port,
-                                                                  p.server->dra_socket_path()));
+    // Healthy (the pod Ready) only once the kubelet has registered this instance.
+    kubeletplugin::PluginServer* server = p.server.get();
+    ASSIGN_OR_RETURN(p.health, kubeletplugin::HealthServer::Start(
+                                   config_.healthcheck_port, server->dra_socket_path(), [server] {
+                                     std::optional<kubeletplugin::RegistrationStatus> s =
+                                         server->registration_status();
+                                     return s.has_value() && s->registered;
+                                   }));
     DRA_INFO("serving gRPC health", "port", p.health->port());
   }
   return absl::OkStatus();

@@ -39,6 +39,9 @@ struct PluginConfig {
   // The plugins' DaemonSet in namespace_name: deleted (helm uninstall), the plugin removes its
   // files at shutdown (lib/kubeletplugin/uninstall.h). Empty: it never does.
   std::string daemonset_name;
+  // This pod's UID: sockets named after it, so that the old and the new pod of a surge rollout
+  // serve side by side (lib/kubeletplugin/plugin_server.h). Empty: the fixed socket names.
+  std::string pod_uid;
   std::string cdi_root = "/etc/cdi";
   std::string nvidia_driver_root = "/";                // host view
   std::string container_driver_root = "/driver-root";  // plugin view
@@ -69,7 +72,9 @@ class PluginApp {
   static absl::StatusOr<std::unique_ptr<PluginApp>> Start(const PluginConfig& config,
                                                           SignalHandler* signals);
   // Idempotent: health port, kubelet servers (sockets removed), publisher, cleanup thread,
-  // informer, HTTP server; removes the nvidia.com/gpu.clique label when it set it. When the
+  // informer, HTTP server; removes the nvidia.com/gpu.clique label when it set it and no other
+  // instance of the driver serves on the node (the new pod of a surge rollout, which set the
+  // same label at its start, keeps it). When the
   // plugins' DaemonSet was deleted (an uninstall) and no claim is prepared, removes the driver's
   // files: its CDI specs (the base spec too) and its plugin directory.
   void Stop();

@@ -32,6 +32,7 @@
 #include "test/doubles/testing/mock_driver_root.h"
 #include "test/support/build_paths.h"
 #include "test/support/crds.h"
+#include "test/support/kubelet_registration.h"
 #include "test/support/plugin_process.h"
 
 namespace dra::cdplugin {
@@ -401,6 +402,9 @@ TEST_F(CdPluginIntegrationTest, DaemonAndChannelClaimsThroughTheCliqueReadinessG
   EXPECT_THAT(*text, HasSubstr(absl::StrCat("nvidia_dra_prepared_devices{node=\"", node_,
                                             "\",driver=\"compute-domain.nvidia.com\","
                                             "device_type=\"channel\"} 0")));
+  // Healthy only once the kubelet (here: the test) has registered the plugin.
+  EXPECT_EQ(HealthStatus(health_port_), 2);
+  ASSERT_TRUE(dra::testing::NotifyRegistered(plugin_->registration_socket()));
   EXPECT_EQ(HealthStatus(health_port_), 1);
 }
 

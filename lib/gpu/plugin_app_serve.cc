@@ -2,6 +2,7 @@
 // (start-up is in plugin_app.cc).
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -81,8 +82,14 @@ absl::Status PluginApp::ServeHttpAndHealthPort() {
   ASSIGN_OR_RETURN(p.http, metrics::StartMetricsEndpoint(config_.http_endpoint,
                                                          config_.metrics_path, &p.registry));
   if (config_.healthcheck_port >= 0) {
-    ASSIGN_OR_RETURN(p.health, kubeletplugin::HealthServer::Start(config_.healthcheck_port,
-                                                                  p.server->dra_socket_path()));
+    // Healthy (the pod Ready) only once the kubelet has registered this instance.
+    kubeletplugin::PluginServer* server = p.server.get();
+    ASSIGN_OR_RETURN(p.health, kubeletplugin::HealthServer::Start(
+                                   config_.healthcheck_port, server->dra_socket_path(), [server] {
+                                     std::optional<kubeletplugin::RegistrationStatus> s =
+                                         server->registration_status();
+                                     return s.has_value() && s->registered;
+                                   }));
     DRA_INFO("serving gRPC health", "port", p.health->port());
   }
   return absl::OkStatus();

@@ -3,6 +3,7 @@
 // in the middle of prepares.
 
 #include "lib/gpu/plugin_integration_test_fixture.h"
+#include "test/support/kubelet_registration.h"
 
 namespace dra::gpu {
 namespace {
@@ -61,7 +62,14 @@ TEST_F(PluginIntegrationTest, HealthServiceAndMetricsAreServed) {
                      absl::StrCat("--http-endpoint=127.0.0.1:", http_port)}});
   plugin_->Start();
   ASSERT_TRUE(plugin_->WaitForSocket());
+  // Before the kubelet registered it: NOT_SERVING (2), so its pod is not Ready yet.
   int status = -1;
+  for (int i = 0; i < 100 && status == -1; ++i) {
+    status = HealthStatus(health_port);
+    if (status == -1) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(status, 2) << "grpc.health.v1 before the registration";
+  ASSERT_TRUE(dra::testing::NotifyRegistered(plugin_->registration_socket()));
   for (int i = 0; i < 100 && status != 1; ++i) {
     status = HealthStatus(health_port);
     if (status != 1) absl::SleepFor(absl::Milliseconds(50));

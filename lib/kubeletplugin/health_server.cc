@@ -1,5 +1,7 @@
 #include "lib/kubeletplugin/health_server.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "proto/dra/v1/api.grpc.pb.h"
@@ -12,14 +14,20 @@ namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
 
 class HealthServer::Service final : public healthpb::Health::Service {
  public:
-  explicit Service(const std::string& dra_socket)
+  Service(const std::string& dra_socket, std::function<bool()> registered)
       : dra_(drapb::DRAPlugin::NewStub(
-            grpc::CreateChannel("unix://" + dra_socket, grpc::InsecureChannelCredentials()))) {}
+            grpc::CreateChannel("unix://" + dra_socket, grpc::InsecureChannelCredentials()))),
+        registered_(std::move(registered)) {}
 
   grpc::Status Check(grpc::ServerContext*, const healthpb::HealthCheckRequest* request,
                      healthpb::HealthCheckResponse* response) override {
     if (!request->service().empty() && request->service() != "liveness") {
       response->set_status(healthpb::HealthCheckResponse::SERVICE_UNKNOWN);
+      return grpc::Status::OK;
+    }
+    if (registered_ && !registered_()) {
+      DRA_VLOG(2, "health check: the kubelet has not registered the plugin yet");
+      response->set_status(healthpb::HealthCheckResponse::NOT_SERVING);
       return grpc::Status::OK;
     }
     grpc::ClientContext ctx;
@@ -37,12 +45,13 @@ class HealthServer::Service final : public healthpb::Health::Service {
 
  private:
   std::unique_ptr<drapb::DRAPlugin::Stub> dra_;
+  const std::function<bool()> registered_;
 };
 
-absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port,
-                                                                  const std::string& dra_socket) {
+absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
+    int port, const std::string& dra_socket, std::function<bool()> registered) {
   auto h = std::unique_ptr<HealthServer>(new HealthServer());
-  h->service_ = std::make_unique<Service>(dra_socket);
+  h->service_ = std::make_unique<Service>(dra_socket, std::move(registered));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), grpc::InsecureServerCredentials(),
                            &h->port_);

@@ -30,6 +30,34 @@ bool SocketRefusesConnections(const std::string& path) {
   return rc != 0 && err == ECONNREFUSED;
 }
 
+bool SocketAcceptsConnections(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  ::close(fd);
+  return rc == 0;
+}
+
+std::vector<std::string> LiveSockets(const StaleSocketSweep& match) {
+  std::vector<std::string> live;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(match.dir.c_str()), ::closedir);
+  if (dir == nullptr) return live;
+  while (const dirent* entry = ::readdir(dir.get())) {
+    const std::string name = entry->d_name;
+    if (!absl::StartsWith(name, match.prefix) || !absl::EndsWith(name, match.suffix)) continue;
+    const std::string path = absl::StrCat(match.dir, "/", name);
+    if (path == match.keep) continue;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    if (SocketAcceptsConnections(path)) live.push_back(path);
+  }
+  return live;
+}
+
 absl::StatusOr<std::vector<std::string>> SweepStaleSockets(const StaleSocketSweep& sweep) {
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(sweep.dir.c_str()), ::closedir);
   if (dir == nullptr) return dra::ErrnoToStatus(errno, absl::StrCat("read directory ", sweep.dir));

@@ -39,4 +39,13 @@ absl::StatusOr<std::vector<std::string>> SweepStaleSockets(const StaleSocketSwee
 // True when a unix-socket connect() to `path` is refused (ECONNREFUSED): nobody listens.
 bool SocketRefusesConnections(const std::string& path);
 
+// True when a unix-socket connect() to `path` succeeds: an instance listens there.
+bool SocketAcceptsConnections(const std::string& path);
+
+// The unix sockets in `match.dir` named `match.prefix`...`match.suffix`, other than
+// `match.keep`, that accept a connection (`min_age` is not used): the sockets of other running
+// instances of the plugin, e.g. the new pod of a surge rollout beside this one. Empty when the
+// directory cannot be read.
+std::vector<std::string> LiveSockets(const StaleSocketSweep& match);
+
 }  // namespace dra::kubeletplugin

@@ -60,6 +60,32 @@ TEST(StaleSocketsTest, RemovesOnlyMatchingDeadSocketsAndKeepsLiveOwnAndOtherFile
   ::close(live);
 }
 
+TEST(StaleSocketsTest, LiveSocketsListsOnlyOtherMatchingListeningSockets) {
+  testing::TempTree tree;
+  const std::string dir = tree.plugins();
+  ::close(BindSocket(dir + "/drv-dead-reg.sock", /*listen=*/false));
+  const int live = BindSocket(dir + "/drv-live-reg.sock", /*listen=*/true);
+  const int own = BindSocket(dir + "/drv-own-reg.sock", /*listen=*/true);
+  const int other = BindSocket(dir + "/other-live-reg.sock", /*listen=*/true);
+  std::ofstream(dir + "/drv-file-reg.sock") << "not a socket";
+
+  EXPECT_TRUE(SocketAcceptsConnections(dir + "/drv-live-reg.sock"));
+  EXPECT_FALSE(SocketAcceptsConnections(dir + "/drv-dead-reg.sock"));
+  EXPECT_FALSE(SocketAcceptsConnections(dir + "/missing.sock"));
+  EXPECT_THAT(
+      LiveSockets(
+          {.dir = dir, .prefix = "drv-", .suffix = "-reg.sock", .keep = dir + "/drv-own-reg.sock"}),
+      ElementsAre(dir + "/drv-live-reg.sock"));
+  ::close(live);
+  EXPECT_THAT(
+      LiveSockets(
+          {.dir = dir, .prefix = "drv-", .suffix = "-reg.sock", .keep = dir + "/drv-own-reg.sock"}),
+      IsEmpty());
+  EXPECT_THAT(LiveSockets({.dir = dir + "/missing"}), IsEmpty());
+  ::close(own);
+  ::close(other);
+}
+
 TEST(StaleSocketsTest, LeavesRecentSocketsThatMayBeAboutToListen) {
   testing::TempTree tree;
   const std::string dir = tree.plugins();

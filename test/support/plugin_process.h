@@ -42,6 +42,9 @@ class PluginProcess {
   std::string cdi_dir() const { return o_.work_dir + "/cdi"; }
   std::string data_dir() const { return plugins_dir() + "/" + o_.driver_name; }
   std::string socket() const { return data_dir() + "/dra.sock"; }
+  std::string registration_socket() const {
+    return registry_dir() + "/" + o_.driver_name + "-reg.sock";
+  }
   std::string log() const { return o_.work_dir + "/plugin.log"; }
   pid_t pid() const { return pid_; }
 
