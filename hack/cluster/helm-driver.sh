@@ -171,7 +171,7 @@ cmd_install() {
   printf '%s\n' "$out" | sed 's/^/    /'
 
   # Rolled out = every scheduled pod is updated and Ready: the init step found the driver and the
-  # startup probe (gRPC, the plugin's own sockets) passed.
+  # startup probe (gRPC: the plugin's own sockets answer and the kubelet registered it) passed.
   ds=$(kubectl -n "$NAMESPACE" get daemonsets -l "app.kubernetes.io/instance=$RELEASE" -o json | jq -r '.items[] |
     select(.spec.template.metadata.labels["dra-driver-nvidia-gpu-component"] == "kubelet-plugin") |
     "daemonset/\(.metadata.name)"')

@@ -121,6 +121,36 @@ status writes, so the plugin writes no device status there (docs/helm.md, "RBAC"
 {{- if semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version }}true{{ end }}
 {{- end }}
 
+{{/*
+"true" when the kubelet plugins' DaemonSet rolls by surge by default: each node gets its new plugin
+pod beside the old one, which stops once the new one is Ready (maxSurge 1, maxUnavailable 0). Both
+serve at once on sockets named after their pods (POD_UID), which needs kubelets >= 1.33: older
+kubelets keep one registration per driver and drop it when the old pod's socket goes. The chart
+sees only the API server's version, and kubelets may be up to three minor versions older than it
+(Kubernetes' version skew policy), so surge is the default from API server 1.36 on. Not with
+hostNetwork: two pods of one node cannot bind the same health and metrics ports. An explicit
+kubeletPlugin.updateStrategy wins (docs/helm.md, "Rolling updates of the kubelet plugins").
+*/}}
+{{- define "dra-driver-nvidia-gpu.kubeletPluginSurge" -}}
+{{- if and (not .Values.kubeletPlugin.updateStrategy) (not .Values.kubeletPlugin.hostNetwork) (semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version) }}true{{ end }}
+{{- end }}
+
+{{/* The kubelet plugins' DaemonSet updateStrategy: kubeletPlugin.updateStrategy when set, else surge where the cluster supports it ("kubeletPluginSurge"), else stop-then-start on every node at once. */}}
+{{- define "dra-driver-nvidia-gpu.kubeletPluginUpdateStrategy" -}}
+{{- if .Values.kubeletPlugin.updateStrategy }}
+{{- toYaml .Values.kubeletPlugin.updateStrategy }}
+{{- else if include "dra-driver-nvidia-gpu.kubeletPluginSurge" . }}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 1
+  maxUnavailable: 0
+{{- else }}
+type: RollingUpdate
+rollingUpdate:
+  maxUnavailable: 100%
+{{- end }}
+{{- end }}
+
 {{/* "true" when the gpu plugin writes device status: deviceStatus not false, on a server that confines it. */}}
 {{- define "dra-driver-nvidia-gpu.deviceStatus" -}}
 {{- if and .Values.resources.gpus.enabled (ne (toString .Values.kubeletPlugin.containers.gpus.deviceStatus) "false") (include "dra-driver-nvidia-gpu.granularStatusAuthorization" .) }}true{{ end }}
