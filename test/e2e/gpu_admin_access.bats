@@ -58,23 +58,7 @@ EOF
 }
 
 # A claim of one GPU for workloads, time-sliced Long.
-ts_claim() {
-  k apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: $1}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {deviceClassName: gpu.nvidia.com}
-    config:
-    - requests: [gpu]
-      opaque:
-        driver: gpu.nvidia.com
-        parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}}
-EOF
-}
+ts_claim() { claim "$1" "" "" "$(ts_config Long)"; }
 
 host_smi() { node_smi "$GPU_NODE" "$@"; }
 # "<compute mode>/<time-slice>" of a GPU, as `nvidia-smi -q` on the host reports it.

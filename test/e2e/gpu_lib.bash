@@ -53,7 +53,9 @@ ${3:+$(sed 's/^/          /' <<<"$3")}
 EOF
 }
 
-# claim <name> [class] [extra YAML under "exactly:"]: a ResourceClaim (shared by whoever names it).
+# claim <name> [class] [extra YAML under "exactly:"] [config]: a ResourceClaim (shared by whoever
+# names it). [config]: the parameters of an opaque config of gpu.nvidia.com for its request, as one
+# line of YAML (e.g. "$(ts_config Long)").
 claim() {
   k apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
@@ -66,7 +68,14 @@ spec:
       exactly:
         deviceClassName: ${2:-gpu.nvidia.com}
 ${3:+$(sed 's/^/        /' <<<"$3")}
+${4:+$(printf '    config:\n    - requests: [gpu]\n      opaque: {driver: gpu.nvidia.com, parameters: %s}' "$4")}
 EOF
+}
+
+# ts_config <interval or "">: a GpuConfig that time-slices with that interval ("": no sharing).
+ts_config() {
+  [[ -n $1 ]] || { echo "{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig}"; return; }
+  echo "{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: $1}}}"
 }
 
 # pod_yaml <name> <node> <claims> [containers] [restartPolicy] [command]: a workload pod on <node>
@@ -255,6 +264,12 @@ plugin_pod() {
 }
 # The log of the plugin container (gpus) of node <name>'s plugin pod, since it started.
 plugin_logs() { kubectl -n "$DRIVER_NS" logs "$(plugin_pod "$1")" -c gpus; }
+# plugin_log_glob <node>: a glob of the gpus container's log files of the node's plugin pod in the
+# node's pod-logs folder on the host; they stay readable while the API server is down (resolve the
+# glob before it goes).
+plugin_log_glob() {
+  echo "$(node_var "$(node_idx "$1")" STATE_DIR)/pod-logs/${DRIVER_NS}_$(plugin_pod "$1")_*/gpus/*.log"
+}
 plugin_restarts() {
   kubectl -n "$DRIVER_NS" get pod "$(plugin_pod "$1")" -o jsonpath='{.status.containerStatuses[?(@.name=="gpus")].restartCount}'
 }

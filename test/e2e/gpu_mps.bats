@@ -38,26 +38,7 @@ compute_mode() { node_smi "$GPU_NODE" -q -i "$1" | awk -F': ' '/Compute Mode/ {p
 
 # mps_claim <name>: a claim for one GPU shared through MPS, 50 % of the threads, 10 GiB pinned.
 mps_claim() {
-  k apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: $1}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {deviceClassName: gpu.nvidia.com}
-    config:
-    - requests: [gpu]
-      opaque:
-        driver: gpu.nvidia.com
-        parameters:
-          apiVersion: resource.nvidia.com/v1beta1
-          kind: GpuConfig
-          sharing:
-            strategy: MPS
-            mpsConfig: {defaultActiveThreadPercentage: 50, defaultPinnedDeviceMemoryLimit: 10Gi}
-EOF
+  claim "$1" "" "" "{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 50, defaultPinnedDeviceMemoryLimit: 10Gi}}}"
 }
 
 # What a workload container prints: its GPUs, the MPS pipe variable, the pipe directory and the

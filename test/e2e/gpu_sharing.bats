@@ -45,32 +45,8 @@ other_policies() {
   host_smi compute-policy -l | grep -v "^GPU $idx "
 }
 
-# gpu_config_yaml <interval or "">: the GpuConfig of a claim ("" = no sharing).
-gpu_config_yaml() {
-  [[ -n $1 ]] || { echo "{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig}"; return; }
-  echo "{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: $1}}}"
-}
-
 # sharing_claim <name> <interval or ""> [extra YAML for the request, indented for "exactly:"]
-sharing_claim() {
-  k apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: $1}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly:
-        deviceClassName: gpu.nvidia.com
-${3:+$(sed 's/^/        /' <<<"$3")}
-    config:
-    - requests: [gpu]
-      opaque:
-        driver: gpu.nvidia.com
-        parameters: $(gpu_config_yaml "$2")
-EOF
-}
+sharing_claim() { claim "$1" "" "${3:-}" "$(ts_config "$2")"; }
 
 @test "a time-sliced claim shared by two pods: same GPU, time-slice Long on the host, reset after" {
   local before uuid
