@@ -73,6 +73,12 @@ kill_component() {
 }
 
 api_up() { kubectl get --raw /readyz >/dev/null 2>&1; }
+# publish_failures <log glob>: how many times the plugin logged a failed slice publish, read from
+# the node's files (plugin_log_glob), so that it works while the API server is down.
+publish_failures() {
+  # shellcheck disable=SC2086 # the glob expands here
+  cat $1 2>/dev/null | grep -c 'publishing resource slices failed' || true
+}
 
 # Sorted "device=uuid" lines of the node's published devices.
 published() {
@@ -130,12 +136,15 @@ running_gpu_pod() {
   [ -z "$(slice_taints "$dev")" ]
   restarts=$(plugin_restarts "$GPU_NODE")
 
+  local logs failed_before
+  logs=$(plugin_log_glob "$GPU_NODE")
   kill_component kube-apiserver
   run api_up
   [ "$status" -ne 0 ]
+  failed_before=$(publish_failures "$logs")
   node_smi "$GPU_NODE" --mock-inject-xid "$uuid" 48
-  # The plugin sees the XID and fails to publish it for a while.
-  sleep 5
+  # The plugin sees the XID and fails to publish it: its log says so before the API server returns.
+  wait_for 60 "the plugin to fail publishing the taint" eval '(($(publish_failures "$logs") > failed_before))'
   restore_control_plane
   wait_for 60 "the taint on $dev" eval '[ "$(slice_taints "$dev")" = "gpu.nvidia.com/xid=48:NoSchedule" ]'
   [ "$(plugin_restarts "$GPU_NODE")" = "$restarts" ]
@@ -171,7 +180,8 @@ running_gpu_pod() {
   restarts=$(plugin_restarts "$GPU_NODE")
 
   kill_component etcd
-  sleep 3
+  # The outage, as the API server sees it: /readyz fails once it has lost etcd.
+  wait_for 60 "the API server to report etcd gone" eval '! api_up'
   restore_control_plane
   wait_for 60 "the API server to serve again" api_up
 
