@@ -76,6 +76,13 @@ int main(int argc, char** argv) {
   flags.AddBool("gpu-clique-label-enabled", "GPU_CLIQUE_LABEL_ENABLED", &c.gpu_clique_label_enabled,
                 "Label the node nvidia.com/gpu.clique=<cliqueID> while the plugin runs (nodes "
                 "with a clique ID only).");
+  flags.AddBool("binding-conditions", "BINDING_CONDITIONS", &c.binding_conditions,
+                "Publish the IMEX channel device with device binding conditions (KEP-5007), so "
+                "that the scheduler binds a workload pod only once the ComputeDomain controller "
+                "reported the node's IMEX daemon Ready (needs the controller's "
+                "--binding-conditions). Without them, or on a cluster without "
+                "DRADeviceBindingConditions, the prepare waits for the daemon. Ignored with "
+                "--imex-mode=hostManaged.");
   flags.AddString("imex-mode", "IMEX_MODE", &c.imex_mode,
                   "Who runs the IMEX daemons: driverManaged (per-ComputeDomain daemon pods) or "
                   "hostManaged (the hosts run nvidia-imex; needs the feature gate "

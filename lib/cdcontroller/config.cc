@@ -101,6 +101,12 @@ void AddControllerFlags(Flags& flags, ProcessOptions* o, FeatureGates* gates) {
   flags.AddDuration("daemon-readiness-period", "DAEMON_READINESS_PERIOD",
                     &c->daemon_readiness_period,
                     "periodSeconds of the IMEX daemon pods' readiness probe (whole seconds).");
+  flags.AddBool("binding-conditions", "BINDING_CONDITIONS", &c->binding_conditions,
+                "Report on ResourceClaims whose IMEX channel devices carry device binding "
+                "conditions (KEP-5007) when the domain's IMEX daemon on the allocated node is "
+                "Ready, so that the scheduler binds the pod only then; labels that node for the "
+                "domain first. Watches ResourceClaims of all namespaces. Ignored with "
+                "--imex-mode=hostManaged.");
   flags
       .AddString("watch-namespace", "WATCH_NAMESPACE", &c->watch_namespace,
                  "Tests only: reconcile only ComputeDomains of this namespace; disables the "

@@ -35,6 +35,10 @@ struct ControllerConfig {
   std::string imex_isolation = std::string(kImexIsolationDomain);
   absl::Duration daemon_readiness_period = absl::Seconds(10);
   std::string feature_gates_text;  // FEATURE_GATES rendered into the daemon pods
+  // --binding-conditions: report IMEX daemon readiness on ResourceClaims whose channel devices
+  // carry binding conditions (binding.h); watches ResourceClaims of all namespaces. driverManaged
+  // only.
+  bool binding_conditions = true;
 
   // Timers.
   absl::Duration informer_resync = absl::Minutes(10);

@@ -182,10 +182,17 @@ absl::Status Controller::ReconcileDomain(const std::string& uid) {
       auto it = vanished_.find(uid);
       if (it != vanished_.end()) vanished_ns = it->second;
     }
-    if (!vanished_ns) return absl::OkStatus();
-    return CleanUpVanishedDomain(uid, *vanished_ns);
+    // Claims waiting for this domain's daemon learn that it will not come.
+    absl::Status binding = SyncBindingConditions(uid, nullptr, {});
+    if (!vanished_ns) return binding;
+    absl::Status cleaned = CleanUpVanishedDomain(uid, *vanished_ns);
+    return cleaned.ok() ? binding : cleaned;
   }
-  if (cached->metadata.deletion_timestamp.has_value()) return FinalizeDomain(*cached);
+  if (cached->metadata.deletion_timestamp.has_value()) {
+    absl::Status binding = SyncBindingConditions(uid, cached.get(), {});
+    absl::Status finalized = FinalizeDomain(*cached);
+    return finalized.ok() ? binding : finalized;
+  }
   ComputeDomain cd = *cached;
   const bool has_finalizer =
       std::find(cd.metadata.finalizers.begin(), cd.metadata.finalizers.end(),
@@ -212,7 +219,11 @@ absl::Status Controller::ReconcileDomain(const std::string& uid) {
   if (!config_.host_managed()) {
     ASSIGN_OR_RETURN(cliques, SyncCliques(cd));
   }
-  return SyncStatus(cd, cliques);
+  // The claims waiting for a daemon first: the scheduler binds their pods as soon as they are
+  // reported, and the status is informational.
+  absl::Status binding = SyncBindingConditions(uid, &cd, DomainNodes(uid, cliques));
+  RETURN_IF_ERROR(SyncStatus(cd, cliques));
+  return binding;
 }
 
 absl::Status Controller::ConfirmLive(const ComputeDomain& cd) {
@@ -271,17 +282,20 @@ absl::Status Controller::EnsureWorkloadClaimTemplate(const ComputeDomain& cd) {
       absl::StrCat("spec.channel.resourceClaimTemplate.name of ComputeDomain ", Describe(cd)));
 }
 
+std::vector<k8s::ComputeDomainNode> Controller::DomainNodes(
+    const std::string& uid, const std::vector<ComputeDomainClique>& held) const {
+  if (config_.host_managed()) return {};
+  std::vector<DaemonPod> pods;
+  for (const auto& p : pods_->ByIndex(kIndexByDomain, uid)) pods.push_back(DaemonPodFromPod(*p));
+  std::vector<const ComputeDomainClique*> cliques;
+  for (const ComputeDomainClique& c : held) cliques.push_back(&c);
+  return BuildNodes(cliques, pods);
+}
+
 absl::Status Controller::SyncStatus(const ComputeDomain& cd,
                                     const std::vector<ComputeDomainClique>& held) {
   const std::string& uid = cd.metadata.uid;
-  std::vector<k8s::ComputeDomainNode> nodes;
-  if (!config_.host_managed()) {
-    std::vector<DaemonPod> pods;
-    for (const auto& p : pods_->ByIndex(kIndexByDomain, uid)) pods.push_back(DaemonPodFromPod(*p));
-    std::vector<const ComputeDomainClique*> cliques;
-    for (const ComputeDomainClique& c : held) cliques.push_back(&c);
-    nodes = BuildNodes(cliques, pods);
-  }
+  const std::vector<k8s::ComputeDomainNode> nodes = DomainNodes(uid, held);
   const std::string status = GlobalStatus(cd.spec.num_nodes, nodes, config_.host_managed());
   if (status == cd.status.status && SameNodes(nodes, cd.status.nodes)) {
     RecordStatus(uid, status);
@@ -463,6 +477,7 @@ void Controller::ForgetStatus(const std::string& uid) {
     it = absl::StartsWith(it->first, prefix) ? clique_written_.erase(it) : std::next(it);
   }
   reported_.erase(uid);
+  binding_labelled_.erase(uid);
   if (info_gauge_ == nullptr) return;
   auto it = statuses_.find(uid);
   if (it == statuses_.end()) return;

@@ -19,6 +19,7 @@
 //
 // Thread-safety: Start and Stop from one thread; the rest is internal.
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,6 +87,10 @@ class Controller {
       ABSL_LOCKS_EXCLUDED(mu_);
   void RememberClique(const k8s::ComputeDomainClique& written) ABSL_LOCKS_EXCLUDED(mu_);
   void ForgetClique(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // The domain's status.nodes as computed from `cliques` (as SyncCliques left them) and the
+  // daemon pods.
+  std::vector<k8s::ComputeDomainNode> DomainNodes(
+      const std::string& uid, const std::vector<k8s::ComputeDomainClique>& cliques) const;
   // `cliques`: the domain's cliques as SyncCliques left them.
   absl::Status SyncStatus(const k8s::ComputeDomain& cd,
                           const std::vector<k8s::ComputeDomainClique>& cliques);
@@ -101,6 +106,26 @@ class Controller {
   void ReportToUser(const std::string& uid, const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
   void RecordStatus(const std::string& uid, const std::string& status) ABSL_LOCKS_EXCLUDED(mu_);
   void ForgetStatus(const std::string& uid) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Binding conditions (binding_sync.cc; binding.h). For every claim allocated with a channel of
+  // the domain `uid` that carries binding conditions and is not reported yet: labels the
+  // allocated node for the domain (so that its DaemonSet starts a daemon there) and, once the
+  // node's daemon is Ready in `nodes`, sets the binding condition True on the claim's
+  // status.devices entry; sets the failure condition when the daemon cannot become Ready (`cd`
+  // null: the domain does not exist, confirmed live; being deleted; in another namespace). Removes
+  // the labels it set on nodes where no such claim is allocated any more.
+  absl::Status SyncBindingConditions(const std::string& uid, const k8s::ComputeDomain* cd,
+                                     const std::vector<k8s::ComputeDomainNode>& nodes)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sets the label resource.nvidia.com/computeDomain=<uid> on `node` unless another domain holds
+  // it: true when the node carries `uid`'s label afterwards, false when another domain's.
+  absl::StatusOr<bool> LabelNodeFor(const std::string& node, const std::string& uid);
+  // Removes the label from `node` if it names `uid`.
+  absl::Status UnlabelNodeFor(const std::string& node, const std::string& uid);
+  void OnClaimEvent(const k8s::ResourceClaim* before, const k8s::ResourceClaim* after);
+  // Queues the domains of all claims still waiting for their binding condition (a node label
+  // went away: a waiting claim may now take the node).
+  void EnqueueWaitingBindingDomains();
 
   // Deletion and cleanup (cleanup.cc).
   absl::Status FinalizeDomain(const k8s::ComputeDomain& cd);
@@ -135,6 +160,9 @@ class Controller {
   std::unique_ptr<k8s::Informer<k8s::ComputeDomainClique>> cliques_;
   std::unique_ptr<k8s::Informer<k8s::Pod>> pods_;
   std::unique_ptr<k8s::Informer<k8s::Node>> nodes_;
+  // ResourceClaims of all namespaces (config_.binding_conditions, driverManaged only).
+  std::unique_ptr<k8s::Informer<k8s::ResourceClaim>> claims_;
+  std::atomic<bool> logged_without_binding_conditions_{false};
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -157,6 +185,9 @@ class Controller {
   std::map<std::string, std::shared_ptr<const k8s::ComputeDomainClique>> clique_written_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<std::string, int64_t>> clique_indices_ ABSL_GUARDED_BY(mu_);
+  // Nodes the controller labelled for a claim with binding conditions, per domain UID (the label
+  // goes when no such claim of the domain is allocated on the node any more).
+  std::map<std::string, std::set<std::string>> binding_labelled_ ABSL_GUARDED_BY(mu_);
   std::thread timer_;
 };
 

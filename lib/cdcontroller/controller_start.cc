@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/cdcontroller/binding.h"
 #include "lib/cdcontroller/controller.h"
 #include "lib/cdcontroller/controller_internal.h"
 #include "lib/common/log.h"
@@ -89,6 +90,27 @@ absl::Status Controller::Start(absl::Duration sync_timeout) {
          .on_update = [requeue_owner](const auto&, const auto& pod) { requeue_owner(pod); },
          .on_delete = requeue_owner});
     nodes_ = std::make_unique<k8s::Informer<k8s::Node>>(client_, "", LabelExists(), resync);
+    if (config_.binding_conditions) {
+      // Every claim of the cluster: a list of claims cannot be narrowed to one driver's on the
+      // server. Only claims allocated with binding conditions of this driver are indexed.
+      claims_ = std::make_unique<k8s::Informer<k8s::ResourceClaim>>(
+          client_, config_.watch_namespace, k8s::ListOptions{}, resync);
+      claims_->AddIndex(kIndexByDomain, [](const k8s::ResourceClaim& c) {
+        std::optional<BindingClaim> b = BindingClaimOf(c);
+        if (!b || b->domain_uid.empty()) return std::vector<std::string>{};
+        return std::vector<std::string>{b->domain_uid};
+      });
+      claims_->AddHandlers(
+          {.on_add = [this](const auto& c) { OnClaimEvent(nullptr, c.get()); },
+           .on_update = [this](const auto& before,
+                               const auto& after) { OnClaimEvent(before.get(), after.get()); },
+           .on_delete = [this](const auto& c) { OnClaimEvent(c.get(), nullptr); }});
+      // A node label that goes (a domain's channel unprepared there) may free a node a waiting
+      // claim was allocated on.
+      nodes_->AddHandlers(
+          {.on_update = [this](const auto&, const auto&) { EnqueueWaitingBindingDomains(); },
+           .on_delete = [this](const auto&) { EnqueueWaitingBindingDomains(); }});
+    }
   }
   workload_rcts_ = std::make_unique<k8s::Informer<ResourceClaimTemplate>>(
       client_, config_.watch_namespace, LabelExistsWithTarget(k8s::kComputeDomainTargetWorkload),
@@ -109,6 +131,7 @@ absl::Status Controller::Start(absl::Duration sync_timeout) {
   start(cliques_);
   start(pods_);
   start(nodes_);
+  start(claims_);
   start(domains_);
   for (auto& wait : synced) {
     if (!wait()) {
@@ -148,6 +171,7 @@ void Controller::Stop() {
   stop(cliques_);
   stop(pods_);
   stop(nodes_);
+  stop(claims_);
   for (std::thread& t : stoppers) t.join();
   // The public controller's last line (docs/compatibility.md "Log lines"); once, after a Start.
   if (first_stop && domains_) DRA_INFO("ComputeDomain Controller is shutdown");

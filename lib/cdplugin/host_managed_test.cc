@@ -132,6 +132,24 @@ TEST(SlicesTest, HostManagedPublishesOnlyChannelZero) {
   EXPECT_THAT(names(PublishedResources("node-a", /*with_daemon=*/false)), ElementsAre("channel-0"));
 }
 
+TEST(SlicesTest, BindingConditionsOnChannelZeroOnly) {
+  const kubeletplugin::DriverResources published =
+      PublishedResources("node-a", /*with_daemon=*/true, /*binding_conditions=*/true);
+  const std::vector<k8s::Device>& devices = published.pools.at("node-a").slices.at(0).devices;
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].name, "channel-0");
+  EXPECT_THAT(devices[0].binding_conditions, ElementsAre("IMEXDaemonReady"));
+  EXPECT_THAT(devices[0].binding_failure_conditions, ElementsAre("IMEXDaemonFailed"));
+  // The daemon's own device never waits: nothing would report its conditions.
+  EXPECT_EQ(devices[1].name, "daemon-0");
+  EXPECT_TRUE(devices[1].binding_conditions.empty());
+  EXPECT_TRUE(devices[1].binding_failure_conditions.empty());
+  const kubeletplugin::DriverResources plain = PublishedResources("node-a");
+  for (const k8s::Device& d : plain.pools.at("node-a").slices.at(0).devices) {
+    EXPECT_TRUE(d.binding_conditions.empty()) << d.name;
+  }
+}
+
 // The driver's retry loop, on real time with short backoffs.
 
 }  // namespace

@@ -292,7 +292,24 @@ absl::Status PluginApp::ServeKubelet() {
   ASSIGN_OR_RETURN(p.publisher,
                    kubeletplugin::SlicePublisher::Create(
                        p.client.get(), {.driver = kDriverName, .node_name = config_.node_name}));
-  p.publisher->Update(PublishedResources(config_.node_name, /*with_daemon=*/!host_managed()));
+  // hostManaged: no daemon of ours to wait for; the prepare asks the host's IMEX daemon.
+  bool binding_conditions = config_.binding_conditions && !host_managed();
+  p.publisher->Update(
+      PublishedResources(config_.node_name, /*with_daemon=*/!host_managed(), binding_conditions));
+  if (binding_conditions && !ServerKeepsBindingConditions()) {
+    // An API server without DRADeviceBindingConditions drops the fields; publishing them again
+    // would rewrite the slice on every sync. The prepare still waits for the daemon (the path
+    // without binding conditions), so nothing else changes.
+    binding_conditions = false;
+    p.publisher->Update(PublishedResources(config_.node_name, /*with_daemon=*/!host_managed(),
+                                           /*binding_conditions=*/false));
+  }
+  DRA_INFO(binding_conditions
+               ? "publishing channel-0 with device binding conditions: the scheduler binds a "
+                 "workload once the controller reports its node's IMEX daemon Ready"
+               : "publishing channel-0 without device binding conditions: a workload is bound at "
+                 "once and its prepare waits for the IMEX daemon",
+           "bindingConditions", binding_conditions);
   kubeletplugin::PluginServerOptions options;
   options.driver_name = kDriverName;
   options.claim_getter = kubeletplugin::ClaimGetterFromClient(p.claim_client.get());
@@ -304,6 +321,39 @@ absl::Status PluginApp::ServeKubelet() {
   options.serialize = false;
   ASSIGN_OR_RETURN(p.server, kubeletplugin::PluginServer::Create(p.driver.get(), options));
   return absl::OkStatus();
+}
+
+bool PluginApp::ServerKeepsBindingConditions() {
+  Parts& p = *parts_;
+  if (absl::Status s = p.publisher->WaitForSync(absl::Seconds(30)); !s.ok()) {
+    DRA_WARNING("publishing the ResourceSlice did not finish; keeping the binding conditions", "err",
+                s);
+    return true;
+  }
+  k8s::ListOptions options{.field_selector = absl::StrCat("spec.driver=", kDriverName,
+                                                          ",spec.nodeName=", config_.node_name)};
+  absl::StatusOr<k8s::ListPage> slices =
+      p.client->ListAllOf(k8s::ResourceSlice::kResource, "", options);
+  if (!slices.ok()) {
+    DRA_WARNING("reading back the ResourceSlice failed; keeping the binding conditions", "err",
+                slices.status());
+    return true;
+  }
+  for (const nlohmann::json& item : slices->items) {
+    absl::StatusOr<k8s::ResourceSlice> slice = k8s::ResourceSlice::FromJson(item);
+    if (!slice.ok()) continue;
+    for (const k8s::Device& d : slice->spec.devices) {
+      if (d.name != "channel-0") continue;
+      if (!d.binding_conditions.empty()) return true;
+      DRA_WARNING(
+          "the API server dropped the binding conditions of channel-0 (feature gates "
+          "DRADeviceBindingConditions / DRAResourceClaimDeviceStatus off): publishing it without "
+          "them; workload pods are bound at once and their prepare waits for the IMEX daemon",
+          "slice", slice->metadata.name);
+      return false;
+    }
+  }
+  return true;
 }
 
 absl::Status PluginApp::ServeHttpAndHealthPort() {

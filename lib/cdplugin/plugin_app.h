@@ -57,6 +57,8 @@ struct PluginConfig {
   double kube_api_qps = 5;
   int kube_api_burst = 10;
   bool gpu_clique_label_enabled = false;
+  // --binding-conditions: publish channel-0 with the device binding conditions (slices.h).
+  bool binding_conditions = true;
   std::string imex_mode = "driverManaged";
   std::string imex_isolation = "domain";
   std::string imex_host_socket_path = "/etc/nvidia-imex/imex_ctrl.sock";
@@ -94,6 +96,9 @@ class PluginApp {
   absl::Status OpenCheckpointAndCdi();
   absl::Status StartDomainCache();
   absl::Status ServeKubelet();
+  // After the first publication with binding conditions: whether the stored slice kept them (an
+  // API server without DRADeviceBindingConditions drops them). Logs once when not.
+  bool ServerKeepsBindingConditions();
   absl::Status ServeHttpAndHealthPort();
   void LabelGpuClique();
   void RefreshCliqueId();  // each cleanup pass: a new non-empty clique ID is adopted

@@ -31,6 +31,13 @@ inline constexpr absl::string_view kComputeDomainTargetWorkload = "Workload";
 inline constexpr absl::string_view kComputeDomainStatusReady = "Ready";
 inline constexpr absl::string_view kComputeDomainStatusNotReady = "NotReady";
 inline constexpr absl::string_view kComputeDomainDriverName = "compute-domain.nvidia.com";
+// Device binding conditions (KEP-5007) of the channel devices: the kubelet plugin publishes
+// channel-0 with them (docs/compute-domains.md "Binding conditions"); the controller sets one of
+// them True on the claim's status.devices entry once the domain's IMEX daemon on the allocated
+// node is Ready (or the failure condition when it cannot become Ready), and the scheduler binds
+// the pod only then.
+inline constexpr absl::string_view kChannelBindingCondition = "IMEXDaemonReady";
+inline constexpr absl::string_view kChannelBindingFailureCondition = "IMEXDaemonFailed";
 
 struct ComputeDomainChannelSpec {
   std::string resource_claim_template_name;  // spec.channel.resourceClaimTemplate.name
