@@ -95,6 +95,27 @@ double RequestCounts::SumConflicts() const {
   return s;
 }
 
+double SumSamples(const std::string& text, const std::string& name,
+                  const std::map<std::string, std::string>& match) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::map<std::string, std::string> labels;
+    double v = 0;
+    if (ParseSample(line, name, &labels, &v)) {
+      bool all = true;
+      for (const auto& [k, want] : match) {
+        auto it = labels.find(k);
+        all = all && it != labels.end() && it->second == want;
+      }
+      if (all) sum += v;
+    } else if (match.empty() && absl::StartsWith(line, name) && line.size() > name.size() &&
+               line[name.size()] == ' ') {
+      sum += std::strtod(std::string(line.substr(name.size() + 1)).c_str(), nullptr);
+    }
+  }
+  return sum;
+}
+
 absl::StatusOr<RequestCounts> ScrapeRequestCounts(k8s::Client& client) {
   absl::StatusOr<std::string> text = client.GetRaw("/metrics");
   if (!text.ok()) return text.status();

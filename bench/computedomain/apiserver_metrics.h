@@ -33,4 +33,10 @@ RequestCounts ParseRequestCounts(const std::string& text);
 
 absl::StatusOr<RequestCounts> ScrapeRequestCounts(k8s::Client& client);
 
+// The sum of every sample of the metric `name` (exactly, e.g. "apiserver_watch_events_sizes_sum")
+// in the Prometheus text `text` whose labels include each pair of `match`; a sample without
+// labels matches an empty `match`. 0 when there is none.
+double SumSamples(const std::string& text, const std::string& name,
+                  const std::map<std::string, std::string>& match = {});
+
 }  // namespace dra::bench
