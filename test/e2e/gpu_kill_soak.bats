@@ -94,6 +94,19 @@ delete_group() {
   fi
 }
 
+# sjq [jq options] <definition call> [files]: jq with the soak's definitions (soak.jq).
+sjq() {
+  local opts=()
+  while [[ $1 == -* ]]; do
+    opts+=("$1")
+    [[ $1 == --slurpfile || $1 == --arg ]] && { opts+=("$2" "$3"); shift 2; }
+    shift
+  done
+  local program=$1
+  shift
+  jq -L "$BATS_TEST_DIRNAME" "${opts[@]}" "include \"soak\"; $program" "$@"
+}
+
 # The soak's pods and claims (one `kubectl get pods,resourceclaims`): $SOAK_DIR/all.json, and the
 # pods alone in $SOAK_DIR/pods.json.
 fetch_pods() {
@@ -122,12 +135,8 @@ settle() {
       next_nudge=$((SECONDS + 1))
       fetch_pods || continue
       waiting=$(k get events -o json --field-selector reason=FailedPrepareDynamicResources |
-        jq -r --slurpfile pods "$SOAK_DIR/pods.json" --arg t "$(date -u -d "@$((KILL_S - 1))" +%FT%TZ)" \
-          --arg old "$(date -u -d "@$(($(date +%s) - 1))" +%FT%TZ)" '
-          ($pods[0].items | map(select(.metadata.deletionTimestamp == null and .status.phase == "Pending") | .metadata.name)) as $pending |
-          ([.items[] | select((.lastTimestamp // .eventTime // "") >= $t) | .involvedObject.name] | unique | map(select(. as $n | $pending | index($n)))) +
-          ($pods[0].items | map(select(.metadata.deletionTimestamp != null and
-            (.metadata.deletionTimestamp | fromdate) - (.metadata.deletionGracePeriodSeconds // 0) <= ($old | fromdate)) | .metadata.name)) | .[]')
+        sjq -r --slurpfile pods "$SOAK_DIR/pods.json" --arg t "$(date -u -d "@$((KILL_S - 1))" +%FT%TZ)" \
+          --arg old "$(date -u -d "@$(($(date +%s) - 1))" +%FT%TZ)" 'waiting_pods($pods[0]; $t; $old)')
       if [[ -n $waiting ]]; then
         # shellcheck disable=SC2086 # one name per word
         k annotate pods $waiting --overwrite "soak-nudge=$(now_ms)" >/dev/null 2>&1 || true
@@ -201,11 +210,7 @@ snapshot() {
     node_smi "$n" -L >"$d/$n/smi" 2>/dev/null
     # One pass over the checkpoint: "K <uid>" per entry, "N <uid>" per entry not PrepareCompleted,
     # "T <uuid>" per GPU a claim time-sliced, "M <id>" per MPS daemon a claim started.
-    jq -r '.data.preparedClaims | to_entries[] | "K \(.key)",
-      (select(.value.state != "PrepareCompleted") | "N \(.key)"),
-      (.value | (.preparedDevices[]? | select(.timeSliceApplied == true) | "T \(.uuid)"),
-        (.steps[]? | select(.name == "timeSlicing") | .undo[]?.gpus[]? | "T \(.)"),
-        (.steps[]? | select(.name == "mpsDaemons") | .undo[]?.id | "M \(.)"))' "$d/$n/checkpoint.json" >"$d/$n/entries"
+    sjq -r checkpoint_entries "$d/$n/checkpoint.json" >"$d/$n/entries"
     sed -n 's/^K //p' "$d/$n/entries" | sort >"$d/$n/checkpoint"
   done
   # Each Running pod's `nvidia-smi -L` (printed once at container start), read once per pod.
@@ -234,13 +239,8 @@ read_pod_devices() {
 # announced, read once: $SOAK_DIR/uuids).
 check_devices() {
   local d=$SOAK_DIR/snap p uid want got
-  jq -r --slurpfile claims "$d/claims.json" --slurpfile uuids "$SOAK_DIR/uuids" '
-    ($claims[0].items | map({key: .metadata.name, value: [.status.allocation.devices.results[]? | "\(.pool)/\(.device)"]}) | from_entries) as $alloc |
-    .items[] | select(.status.phase == "Running") |
-    [.metadata.name, .metadata.uid,
-     ([(.status.resourceClaimStatuses[]?.resourceClaimName // empty), (.spec.resourceClaims[]? | .resourceClaimName // empty)]
-      | unique | map($alloc[.] // [] | .[]) | map($uuids[0][.] // "unknown:\(.)") | sort | join(" "))] | @tsv' \
-    "$d/pods.json" | while IFS=$'\t' read -r p uid want; do
+  sjq -r --slurpfile claims "$d/claims.json" --slurpfile uuids "$SOAK_DIR/uuids" \
+    'pod_devices($claims[0]; $uuids[0])' "$d/pods.json" | while IFS=$'\t' read -r p uid want; do
     [[ -s $SOAK_DIR/logs/$uid ]] || { echo "pod $p runs but printed nothing"; continue; }
     if [[ $want == MIG-* ]]; then got=$(grep '^MIG-' "$SOAK_DIR/logs/$uid"); else got=$(grep '^GPU-' "$SOAK_DIR/logs/$uid"); fi
     got=$(echo $got)
@@ -382,8 +382,7 @@ spec:
           parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}}
 EOF
   # "pool/device" -> UUID of every device the driver announces (fixed for the run: mock hardware).
-  kubectl get resourceslices -o json --field-selector "spec.driver=$DRIVER" | jq '[.items[] | .spec.pool.name as $p |
-    .spec.devices[]? | {key: "\($p)/\(.name)", value: .attributes.uuid.string}] | from_entries' >"$SOAK_DIR/uuids"
+  kubectl get resourceslices -o json --field-selector "spec.driver=$DRIVER" | sjq device_uuids >"$SOAK_DIR/uuids"
   # The plugin pods and their restart counts before the soak.
   local pod restarts_before=()
   for n in $(soak_nodes); do
