@@ -9,7 +9,9 @@
 #      translation unit of ours (lib/, cmd/, test/, bench/; not the generated protobuf code), every
 #      finding an error.
 #   3. the docs lint (hack/docs-lint.sh): every repository path and C++ name that README.md and
-#      docs/*.md mention exists.
+#      docs/*.md mention exists;
+#   4. docs/reference.md is what hack/gen-reference.sh generates from the check build's binaries
+#      and the chart (and every variable the chart sets is read by a flag).
 #
 # clang-tidy results are cached: a translation unit is checked again only when its compile
 # command, its source or one of the headers it includes (ninja's dependency log of the clang
@@ -59,6 +61,15 @@ else
   echo "static: the check preset does not build (errors above)" >&2
 fi
 progress "clang build done in $((SECONDS - t)) s"
+
+# The generated reference (flags, variables, chart values, gates) against the code and the chart.
+progress "docs/reference.md (hack/gen-reference.sh --check $BUILD)"
+if hack/gen-reference.sh --check "$BUILD"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "static: docs/reference.md is not what the binaries and the chart say (above)" >&2
+fi
 
 # The translation units to check: ours, from the clang build's compile commands.
 if (($#)); then

@@ -61,6 +61,10 @@ int main(int argc, char** argv) {
   flags.AddString("proc-root", "PROC_ROOT", &c.proc_root,
                   "Where /proc is found (/proc/devices for the IMEX channel major, the "
                   "fabric-imex-mgmt capability).");
+  flags.AddString("alt-proc-devices-path", "ALT_PROC_DEVICES_PATH", &c.alt_proc_devices,
+                  "A file read instead of <proc-root>/devices for the IMEX channel device major, "
+                  "for nodes whose kernel has no NVIDIA entries there (simulated GPUs; the "
+                  "chart's altProcDevices). Empty: <proc-root>/devices.");
   flags.AddString("nvidia-cdi-hook-path", "NVIDIA_CDI_HOOK_PATH", &c.nvidia_cdi_hook_path,
                   "Accepted for compatibility with the Go driver's chart; unused (the CDI specs "
                   "need no hook).");

@@ -205,10 +205,12 @@ absl::Status PluginApp::ConnectToApiServer() {
 
 absl::Status PluginApp::InspectDriver() {
   Parts& p = *parts_;
-  ASSIGN_OR_RETURN(p.root, driverroot::DriverRoot::Create({.root = config_.container_driver_root,
-                                                           .host_root = config_.nvidia_driver_root,
-                                                           .dev_root = config_.dev_root,
-                                                           .proc_root = config_.proc_root}));
+  ASSIGN_OR_RETURN(p.root,
+                   driverroot::DriverRoot::Create({.root = config_.container_driver_root,
+                                                   .host_root = config_.nvidia_driver_root,
+                                                   .dev_root = config_.dev_root,
+                                                   .proc_root = config_.proc_root,
+                                                   .proc_devices = config_.alt_proc_devices}));
   ASSIGN_OR_RETURN(p.nvml, nvml::Nvml::Create(p.root->root()));
   {
     ASSIGN_OR_RETURN(nvml::Session session, p.nvml->Open());
@@ -229,7 +231,7 @@ absl::Status PluginApp::InspectDriver() {
   absl::StatusOr<int64_t> major = driverroot::CharDeviceMajor(*p.root, "nvidia-caps-imex-channels");
   if (!major.ok()) {
     return Annotate(major.status(),
-                    absl::StrCat("IMEX channel device major (", config_.proc_root, "/devices)"));
+                    absl::StrCat("IMEX channel device major (", p.root->proc_devices(), ")"));
   }
   p.channels_major = *major;
   DRA_INFO("driver inspected", "version", p.driver_version, "cliqueID",
@@ -326,8 +328,8 @@ absl::Status PluginApp::ServeKubelet() {
 bool PluginApp::ServerKeepsBindingConditions() {
   Parts& p = *parts_;
   if (absl::Status s = p.publisher->WaitForSync(absl::Seconds(30)); !s.ok()) {
-    DRA_WARNING("publishing the ResourceSlice did not finish; keeping the binding conditions", "err",
-                s);
+    DRA_WARNING("publishing the ResourceSlice did not finish; keeping the binding conditions",
+                "err", s);
     return true;
   }
   k8s::ListOptions options{.field_selector = absl::StrCat("spec.driver=", kDriverName,

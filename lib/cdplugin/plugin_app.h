@@ -47,6 +47,7 @@ struct PluginConfig {
   std::string container_driver_root = "/driver-root";  // plugin view
   std::string dev_root;                                // empty: derived from the driver root
   std::string proc_root = "/proc";                     // /proc/devices, capabilities
+  std::string alt_proc_devices;  // --alt-proc-devices-path: read instead of <proc_root>/devices
   std::string kubelet_registrar_dir = "/var/lib/kubelet/plugins_registry";
   std::string kubelet_plugins_dir = "/var/lib/kubelet/plugins";
   std::string nvidia_cdi_hook_path;  // accepted for compatibility; no hook is used
