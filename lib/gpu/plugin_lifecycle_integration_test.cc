@@ -88,7 +88,83 @@ TEST_F(PluginIntegrationTest, HealthServiceAndMetricsAreServed) {
   EXPECT_THAT(*text, ::testing::HasSubstr(
                          absl::StrCat("nvidia_dra_prepared_devices{node=\"", node_,
                                       "\",driver=\"gpu.nvidia.com\",device_type=\"gpu\"} 1")));
+  // The claim cache is off by default (--claim-informer): the prepare read its claim with a GET.
+  EXPECT_THAT(*text, ::testing::Not(::testing::HasSubstr("nvidia_dra_claim_cache_lookups_total")));
   ASSERT_EQ(Unprepare(node_ + "-h", uid), "");
+}
+
+// --claim-informer=true: prepare reads a reserved claim of this node from the watch-fed cache (a
+// hit, no GET); after its unprepare the same version is not answered from the cache again.
+TEST_F(PluginIntegrationTest, ClaimInformerAnswersPrepareFromTheCache) {
+  int http_port = FreePort();
+  std::string root = tmp_.path() + "/root";
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("t4-2x", root).ok());
+  plugin_ = std::make_unique<dra::testing::PluginProcess>(dra::testing::PluginProcessOptions{
+      .node_name = node_,
+      .driver_root = root,
+      .work_dir = tmp_.path(),
+      .extra_args = {"--claim-informer=true",
+                     absl::StrCat("--http-endpoint=127.0.0.1:", http_port)}});
+  plugin_->Start();
+  ASSERT_TRUE(plugin_->WaitForSocket()) << "no DRA socket; see " << plugin_->log();
+  const std::string name = node_ + "-ci";
+  nlohmann::json c = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", name}, {"namespace", "default"}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
+  auto created = client_->Create(ResourceClaim::kResource, "default", c);
+  ASSERT_TRUE(created.ok()) << created.status();
+  claims_.push_back(name);
+  // The cache keeps reserved claims only. The consumer is not a pod, so that the claim controller
+  // does not drop the reservation of a pod that does not exist.
+  (*created)["status"] = {{"allocation",
+                           {{"devices",
+                             {{"results",
+                               {{{"request", "gpu"},
+                                 {"driver", "gpu.nvidia.com"},
+                                 {"pool", node_},
+                                 {"device", "gpu-0"}}}}}}}},
+                          {"reservedFor",
+                           {{{"apiGroup", "test.nvidia.com"},
+                             {"resource", "consumers"},
+                             {"name", name},
+                             {"uid", "00000000-0000-0000-0000-000000000001"}}}}};
+  auto updated = client_->UpdateStatus(ResourceClaim::kResource, "default", *created);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  const std::string uid = (*updated)["metadata"]["uid"];
+  auto metrics =
+      Client::Create(dra::k8s::RestConfig{.server = absl::StrCat("http://127.0.0.1:", http_port)});
+  ASSERT_TRUE(metrics.ok());
+  // The watch delivers the allocation within milliseconds; a prepare before that is a miss (and a
+  // GET), and its unprepare keeps that version out of the cache, so each try that missed writes a
+  // newer version (a label) before the next.
+  std::string text;
+  const std::string hit = "nvidia_dra_claim_cache_lookups_total{result=\"hit\"} 1";
+  for (int i = 0; i < 30 && text.find(hit) == std::string::npos; ++i) {
+    absl::SleepFor(absl::Milliseconds(200));
+    ASSERT_EQ(Prepare(name, uid), "");
+    auto got = (*metrics)->GetRaw("/metrics");
+    ASSERT_TRUE(got.ok()) << got.status();
+    text = *got;
+    if (text.find(hit) != std::string::npos) break;
+    ASSERT_EQ(Unprepare(name, uid), "");
+    ASSERT_TRUE(client_
+                    ->MergePatch(ResourceClaim::kResource, "default", name,
+                                 {{"metadata", {{"labels", {{"try", absl::StrCat(i)}}}}}})
+                    .ok());
+  }
+  ASSERT_THAT(text, ::testing::HasSubstr(hit));
+  ASSERT_EQ(Unprepare(name, uid), "");
+  // The unprepared version is not taken again: the next prepare of it is not a hit (a GET).
+  ASSERT_EQ(Prepare(name, uid), "");
+  auto after = (*metrics)->GetRaw("/metrics");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(*after, ::testing::HasSubstr(hit));
+  ASSERT_EQ(Unprepare(name, uid), "");
 }
 
 TEST_F(PluginIntegrationTest, Sigusr2WritesEveryThreadsStack) {
