@@ -132,7 +132,14 @@ node_json_with() { kubectl get node "$1" -o json | jq -c "$2"; }
     <<<"$(node_json_with "$GPU_NODE" '.metadata.annotations["rbac-e2e"] = "x"')"
 }
 
-@test "ComputeDomain controller: only removes the ComputeDomain node label; reads pods only in its namespace" {
+# Whether the release runs with resources.computeDomains.bindingConditions (the controller's
+# ClusterRole then reads ResourceClaims).
+binding_conditions_on() {
+  kubectl get clusterrole dra-driver-nvidia-gpu-clusterrole-controller -o json 2>/dev/null |
+    jq -e '[.rules[] | select(.resources | index("resourceclaims"))] | length > 0' >/dev/null
+}
+
+@test "ComputeDomain controller: only removes the ComputeDomain node label (sets it where none is, with binding conditions); reads pods only in its namespace" {
   local kc pod label=resource.nvidia.com/computeDomain
   pod=$(kubectl -n "$DRIVER_NS" get pods -l dra-driver-nvidia-gpu-component=controller -o jsonpath='{.items[0].metadata.name}')
   [[ -n $pod ]] || skip "no ComputeDomain controller (resources.computeDomains.enabled=false)"
@@ -142,10 +149,17 @@ node_json_with() { kubectl get node "$1" -o json | jq -c "$2"; }
   kubectl label node "$GPU_NODE" --overwrite "$label=rbac-e2e-stale" >/dev/null
   allowed "remove $label (update, what cleanup.cc does)" as "$kc" replace --dry-run=server -f - \
     <<<"$(node_json_with "$GPU_NODE" "del(.metadata.labels[\"$label\"])")"
-  denied "change $label" "may only remove the Node label" as "$kc" replace --dry-run=server -f - \
+  denied "change $label" "the ComputeDomain controller may only" as "$kc" replace --dry-run=server -f - \
     <<<"$(node_json_with "$GPU_NODE" ".metadata.labels[\"$label\"] = \"other\"")"
-  denied "set $label on a node without it" "may only remove the Node label" as "$kc" replace --dry-run=server -f - \
-    <<<"$(node_json_with "$MIG_NODE" ".metadata.labels[\"$label\"] = \"rbac-e2e\"")"
+  if binding_conditions_on; then
+    # binding_sync.cc labels the node a waiting claim was allocated on (docs/compute-domains.md
+    # "Binding conditions").
+    allowed "set $label on a node without it (binding conditions)" as "$kc" replace --dry-run=server -f - \
+      <<<"$(node_json_with "$MIG_NODE" ".metadata.labels[\"$label\"] = \"rbac-e2e\"")"
+  else
+    denied "set $label on a node without it" "may only remove the Node label" as "$kc" replace --dry-run=server -f - \
+      <<<"$(node_json_with "$MIG_NODE" ".metadata.labels[\"$label\"] = \"rbac-e2e\"")"
+  fi
   denied "remove another label" "may change no Node label but" as "$kc" replace --dry-run=server -f - \
     <<<"$(node_json_with "$GPU_NODE" "del(.metadata.labels[\"$label\"]) | del(.metadata.labels[\"nvidia.com/gpu.present\"])")"
   denied "taint a node" "may not change a Node's spec" as "$kc" replace --dry-run=server -f - \
@@ -174,8 +188,11 @@ node_json_with() { kubectl get node "$1" -o json | jq -c "$2"; }
   kubectl label node "$GPU_NODE" --overwrite "$label=rbac-e2e-stale" >/dev/null
   allowed "remove $label" as "$kc" replace --dry-run=server -f - \
     <<<"$(node_json_with "$GPU_NODE" "del(.metadata.labels[\"$label\"])")"
-  denied "change $label" "may only remove the Node label" as "$kc" replace --dry-run=server -f - \
+  denied "change $label" "the ComputeDomain controller may only" as "$kc" replace --dry-run=server -f - \
     <<<"$(node_json_with "$GPU_NODE" ".metadata.labels[\"$label\"] = \"other\"")"
+  # The controller's setting of a missing label (binding conditions) is its own account's only.
+  denied "set $label on a node without it" "the ComputeDomain controller may only" as "$kc" replace --dry-run=server -f - \
+    <<<"$(node_json_with "$MIG_NODE" ".metadata.labels[\"$label\"] = \"rbac-e2e\"")"
   denied "remove another label" "may change no Node label but" as "$kc" replace --dry-run=server -f - \
     <<<"$(node_json_with "$GPU_NODE" "del(.metadata.labels[\"$label\"]) | del(.metadata.labels[\"nvidia.com/gpu.present\"])")"
   kubectl label node "$GPU_NODE" "$label-" >/dev/null
@@ -244,6 +261,14 @@ EOF
   denied "apply status.devices of a claim on another node" 'resourceclaims/driver' api_patch "$other" "$apply" "$path" "$body"
   extra=$(jq -c '.status.devices += [.status.devices[0] | .driver = "compute-domain.nvidia.com" | del(.data, .conditions)]' <<<"$body")
   denied "add a compute-domain.nvidia.com status.devices entry" 'resourceclaims/driver' api_patch "$kc" "$apply" "$path" "$extra"
+  if binding_conditions_on; then
+    # The controller writes compute-domain.nvidia.com entries only (binding_sync.cc).
+    local ctl
+    ctl=$(kubectl -n "$DRIVER_NS" get pods -l dra-driver-nvidia-gpu-component=controller -o jsonpath='{.items[0].metadata.name}')
+    ctl=$(sa_kubeconfig "$DRIVER_NS" "$(kubectl -n "$DRIVER_NS" get pod "$ctl" -o jsonpath='{.spec.serviceAccountName}')" "$ctl")
+    denied "ComputeDomain controller: apply gpu.nvidia.com status.devices" 'resourceclaims/driver' api_patch "$ctl" "$apply" \
+      "/apis/resource.k8s.io/v1/namespaces/$E2E_NS/resourceclaims/$claim/status?fieldManager=compute-domain-controller%2Fbinding-conditions&force=true" "$body"
+  fi
   denied "change reservedFor" 'resourceclaims/binding' \
     api_patch "$kc" application/merge-patch+json "/apis/resource.k8s.io/v1/namespaces/$E2E_NS/resourceclaims/$claim/status" '{"status": {"reservedFor": null}}'
   denied "change a claim's metadata" "forbidden" \
