@@ -11,8 +11,11 @@
 // asserted.
 //
 // Usage: computedomain_bench [--nodes 4,18,72,256] [--qps Q --burst B] [--probe-period 1s]
-//          [--probe-nice 19] [--timeout 180s] [--requests] (needs hack/cluster/up.sh first; runs
-//          one N at a time)
+//          [--probe-nice 19] [--timeout 180s] [--requests] [--binding-claims] (needs
+//          hack/cluster/up.sh first; runs one N at a time). --binding-claims: one ResourceClaim per
+//          node allocated with the channel's device binding conditions; prints when the controller
+//          reported each node's IMEX daemon Ready on it (docs/compute-domains.md "Binding
+//          conditions").
 // DRA_KEEP_BENCH_DIRS=1 keeps the per-node logs (a failed run always keeps them).
 
 #include <unistd.h>
@@ -48,7 +51,8 @@ constexpr double kDaemonRssBudgetMiB = 16;
   std::fprintf(
       stderr,
       "computedomain_bench: %s\nusage: computedomain_bench [--nodes N[,N...]] [--qps Q] "
-      "[--burst B] [--probe-period DURATION] [--probe-nice N] [--timeout DURATION] [--requests]\n",
+      "[--burst B] [--probe-period DURATION] [--probe-nice N] [--timeout DURATION] [--requests] "
+      "[--binding-claims]\n",
       why.c_str());
   std::exit(2);
 }
@@ -180,6 +184,8 @@ int main(int argc, char** argv) {
       if (!absl::ParseDuration(value(), &base.timeout)) Usage("--timeout: e.g. 180s");
     } else if (a == "--requests") {
       requests_detail = true;
+    } else if (a == "--binding-claims") {
+      base.binding_claims = true;
     } else {
       Usage("unknown argument " + a);
     }
@@ -274,6 +280,12 @@ int main(int argc, char** argv) {
         r.nodes, pp(r.phases.per_node_registered).c_str(), pp(r.phases.per_node_probe).c_str(),
         pp(r.phases.per_node_entry_ready).c_str(), r.probes_run, r.probes_failed,
         r.probe_cpu_seconds, s.daemon_cpu_sum, s.imex_cpu_sum);
+    if (base.binding_claims) {
+      std::printf(
+          "  N=%-4d claim reported IMEXDaemonReady %s (last %s s; entry Ready last %s s)\n",
+          r.nodes, pp(r.phases.per_node_claim_bound).c_str(), Secs(r.phases.claims_bound).c_str(),
+          Secs(r.phases.entries_ready).c_str());
+    }
   }
   std::printf(
       "  budgets: 256 nodes Ready < %.0f s; lost writes (409, and 422 of a clique patch's test) < "

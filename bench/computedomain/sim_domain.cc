@@ -395,6 +395,88 @@ void SimDomain::WatchCliques() {
   }
 }
 
+absl::Status SimDomain::CreateBindingClaim(int i) {
+  const std::string name = absl::StrCat("bench-claim-", i);
+  const std::string& node = nodes_[i]->node_name;
+  nlohmann::json claim = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", name}, {"namespace", cd_ns_}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "channel"},
+             {"exactly", {{"deviceClassName", "compute-domain-default-channel.nvidia.com"}}}}}}}}}}};
+  Count("POST resourceclaims");
+  auto made = client_->Create(k8s::ResourceClaim::kResource, cd_ns_, claim);
+  if (!made.ok()) {
+    return absl::InternalError(absl::StrCat("create ResourceClaim ", name, ": ",
+                                            made.status().message()));
+  }
+  // What the scheduler writes: channel-0 of the node with the slice's binding conditions and the
+  // workload template's config.
+  nlohmann::json status = *made;
+  status["status"]["allocation"] = {
+      {"devices",
+       {{"results",
+         {{{"request", "channel"},
+           {"driver", std::string(k8s::kComputeDomainDriverName)},
+           {"pool", node},
+           {"device", "channel-0"},
+           {"bindingConditions", {std::string(k8s::kChannelBindingCondition)}},
+           {"bindingFailureConditions", {std::string(k8s::kChannelBindingFailureCondition)}}}}},
+        {"config",
+         {{{"source", "FromClaim"},
+           {"requests", {"channel"}},
+           {"opaque",
+            {{"driver", std::string(k8s::kComputeDomainDriverName)},
+             {"parameters",
+              {{"apiVersion", "resource.nvidia.com/v1beta1"},
+               {"kind", "ComputeDomainChannelConfig"},
+               {"domainID", cd_uid_},
+               {"allocationMode", "Single"}}}}}}}}}},
+      {"nodeSelector",
+       {{"nodeSelectorTerms",
+         {{{"matchFields",
+            {{{"key", "metadata.name"}, {"operator", "In"}, {"values", {node}}}}}}}}}},
+      {"allocationTimestamp",
+       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone())}};
+  Count("PUT resourceclaims/status");
+  auto allocated = client_->UpdateStatus(k8s::ResourceClaim::kResource, cd_ns_, status);
+  if (!allocated.ok()) {
+    return absl::InternalError(absl::StrCat("allocate ResourceClaim ", name, ": ",
+                                            allocated.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+void SimDomain::WatchClaims() {
+  auto stop = [this] { return done_.load() || o_.stopped(); };
+  while (!stop()) {
+    Count("WATCH resourceclaims");
+    (void)client_->Watch(
+        k8s::ResourceClaim::kResource, cd_ns_, {.timeout_seconds = 60},
+        [this](k8s::WatchEvent&& e) {
+          if (e.type == k8s::WatchEvent::Type::kBookmark) return true;
+          auto c = k8s::ResourceClaim::FromJson(e.object);
+          if (!c.ok()) return true;
+          for (const k8s::AllocatedDeviceStatus& d : c->status.devices) {
+            if (!d.conditions.is_array()) continue;
+            for (const nlohmann::json& cond : d.conditions) {
+              if (cond.value("type", "") == k8s::kChannelBindingCondition &&
+                  cond.value("status", "") == "True") {
+                std::lock_guard<std::mutex> l(mu_);
+                claim_bound_at_.emplace(c->metadata.name, Since(absl::Now()));
+              }
+            }
+          }
+          return true;
+        },
+        stop);
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
 absl::Status SimDomain::CreateDomain() {
   nlohmann::json cd = {{"apiVersion", "resource.nvidia.com/v1beta1"},
                        {"kind", "ComputeDomain"},
@@ -441,13 +523,16 @@ SimResult SimDomain::Run() {
   }
   threads_.emplace_back([this] { WatchDomain(); });
   threads_.emplace_back([this] { WatchCliques(); });
+  if (o_.binding_claims) threads_.emplace_back([this] { WatchClaims(); });
   StartProbes();
 
   std::string start_error;
   std::mutex start_mu;
   ParallelFor(o_.nodes, o_.start_workers, [&](int i) {
     if (o_.stopped()) return;
-    if (absl::Status s = StartNode(*nodes_[i]); !s.ok()) {
+    absl::Status s = o_.binding_claims ? CreateBindingClaim(i) : absl::OkStatus();
+    if (s.ok()) s = StartNode(*nodes_[i]);
+    if (!s.ok()) {
       std::lock_guard<std::mutex> l(start_mu);
       if (start_error.empty()) start_error = absl::StrCat(nodes_[i]->node_name, ": ", s.message());
     }
@@ -459,7 +544,10 @@ SimResult SimDomain::Run() {
   while (r.failure.empty() && !o_.stopped() && absl::Now() < deadline) {
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (domain_ready_at_ >= 0) break;
+      if (domain_ready_at_ >= 0 &&
+          (!o_.binding_claims || static_cast<int>(claim_bound_at_.size()) == o_.nodes)) {
+        break;
+      }
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -514,6 +602,16 @@ SimResult SimDomain::Run() {
     r.phases.entries_ready = last(entry_ready_at_, &r.phases.per_node_entry_ready);
   } else {
     last(entry_ready_at_, &r.phases.per_node_entry_ready);
+  }
+  if (static_cast<int>(claim_bound_at_.size()) == o_.nodes) {
+    r.phases.claims_bound = last(claim_bound_at_, &r.phases.per_node_claim_bound);
+  } else {
+    last(claim_bound_at_, &r.phases.per_node_claim_bound);
+  }
+  if (o_.binding_claims && r.failure.empty() && r.ready && r.phases.claims_bound < 0) {
+    r.failure = absl::StrCat("only ", claim_bound_at_.size(), " of ", o_.nodes,
+                             " claims reported IMEXDaemonReady within ",
+                             absl::FormatDuration(o_.timeout), "; logs kept under ", dir_);
   }
   r.phases.per_node_probe = probe_at_;
   std::sort(r.phases.per_node_probe.begin(), r.phases.per_node_probe.end());

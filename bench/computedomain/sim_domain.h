@@ -55,6 +55,10 @@ struct SimOptions {
   std::function<bool()> stopped;  // a shutdown signal arrived
   int64_t num_nodes = -1;         // the domain's spec.numNodes; < 0: `nodes`
   int controllers = 1;            // > 1: that many, with leader election (a short lease)
+  // One ResourceClaim per node in the domain's namespace, allocated as the scheduler allocates a
+  // workload's channel with device binding conditions (docs/compute-domains.md "Binding
+  // conditions"); the run then also waits until the controller reported every one Ready.
+  bool binding_claims = false;
 };
 
 // Seconds after the ComputeDomain was created; < 0: did not happen.
@@ -64,6 +68,8 @@ struct Phases {
   double probes_passed = -1;  // last `check` passed (bench set the pod Ready)
   double entries_ready = -1;  // last clique entry Ready
   double domain_ready = -1;   // status.status Ready with all N nodes listed
+  double claims_bound = -1;   // last claim with IMEXDaemonReady True (binding_claims)
+  std::vector<double> per_node_claim_bound;
   std::vector<double> per_node_registered, per_node_probe, per_node_entry_ready;
 };
 
@@ -149,6 +155,9 @@ class SimDomain {
   void ProbeLoop(int worker);
   void WatchDomain();
   void WatchCliques();
+  // binding_claims: creates node i's claim with its allocation; watches them for the condition.
+  absl::Status CreateBindingClaim(int i);
+  void WatchClaims();
   void Count(const std::string& key);
   double Since(absl::Time t) const { return absl::ToDoubleSeconds(t - t0_); }
 
@@ -173,6 +182,7 @@ class SimDomain {
   std::mutex mu_;  // guards the members below
   std::map<std::string, double> bench_counts_;
   std::map<std::string, double> registered_at_, entry_ready_at_;  // node -> seconds
+  std::map<std::string, double> claim_bound_at_;  // claim name -> seconds
   std::vector<double> probe_at_;
   double domain_ready_at_ = -1;
   int probes_run_ = 0, probes_failed_ = 0;
