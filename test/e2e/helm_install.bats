@@ -117,8 +117,10 @@ follow_plugin_logs() {
     [[ -n $uid ]] || continue
     for c in gpus compute-domains; do
       [[ -e $(evid)/$uid.$c.log ]] && continue
-      # --request-timeout=0: lib.bash's kubectl gives every request 20 s, which ends a follow.
-      kubectl --request-timeout=0 -n "$DRIVER_NS" logs -f --timestamps --since-time="$1" "$name" -c "$c" \
+      # The binary itself, so that the job teardown kills is the follower (lib.bash's kubectl is a
+      # function, run in a subshell of its own), without lib.bash's --request-timeout=20s, which
+      # would end the follow.
+      "$K8S_BIN_DIR/kubectl" -n "$DRIVER_NS" logs -f --timestamps --since-time="$1" "$name" -c "$c" \
         >"$(evid)/$uid.$c.log" 2>&1 3>&- &
     done
   done < <(plugin_pods -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata.uid}{"\n"}{end}')
@@ -136,7 +138,8 @@ uid_on() { awk -v n="$2" '$1 == n {print $2}' "$1"; }
 watch_plugin_pods() {
   local line
   {
-    kubectl --request-timeout=0 -n "$DRIVER_NS" get pods -l "$PLUGIN_SELECTOR" --watch --output-watch-events \
+    # The binary, as in follow_plugin_logs: $! is then the watch itself.
+    "$K8S_BIN_DIR/kubectl" -n "$DRIVER_NS" get pods -l "$PLUGIN_SELECTOR" --watch --output-watch-events \
       -o jsonpath='{.type}{" "}{.object.metadata.uid}{" "}{.object.metadata.deletionTimestamp}{"\n"}' 2>/dev/null &
     echo $! >"$2"
     wait
