@@ -69,6 +69,12 @@ void Controller::EnqueueWaitingBindingDomains() {
 }
 
 absl::StatusOr<bool> Controller::LabelNodeFor(const std::string& node, const std::string& uid) {
+  // The informer of the labelled nodes: a node that has the label already needs no request (every
+  // reconcile of a forming domain passes here for each of its waiting claims).
+  if (std::shared_ptr<const k8s::Node> cached = nodes_ ? nodes_->Get(node) : nullptr) {
+    auto it = cached->metadata.labels.find(std::string(k8s::kComputeDomainLabel));
+    if (it != cached->metadata.labels.end() && it->second == uid) return true;
+  }
   bool labelled = false;
   absl::Status s = k8s::RetryOnConflict([&]() -> absl::Status {
     ASSIGN_OR_RETURN(nlohmann::json n, client_->Get(k8s::Node::kResource, "", node));
