@@ -83,13 +83,8 @@ absl::Status PluginApp::ServeHttpAndHealthPort() {
                                                          config_.metrics_path, &p.registry));
   if (config_.healthcheck_port >= 0) {
     // Healthy (the pod Ready) only once the kubelet has registered this instance.
-    kubeletplugin::PluginServer* server = p.server.get();
-    ASSIGN_OR_RETURN(p.health, kubeletplugin::HealthServer::Start(
-                                   config_.healthcheck_port, server->dra_socket_path(), [server] {
-                                     std::optional<kubeletplugin::RegistrationStatus> s =
-                                         server->registration_status();
-                                     return s.has_value() && s->registered;
-                                   }));
+    ASSIGN_OR_RETURN(
+        p.health, kubeletplugin::HealthServer::StartFor(config_.healthcheck_port, p.server.get()));
     DRA_INFO("serving gRPC health", "port", p.health->port());
   }
   return absl::OkStatus();

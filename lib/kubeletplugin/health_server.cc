@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
+#include "lib/kubeletplugin/plugin_server.h"
 #include "proto/dra/v1/api.grpc.pb.h"
 #include "proto/grpc_health/v1/health.grpc.pb.h"
 
@@ -61,6 +62,14 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
     return absl::UnavailableError(absl::StrCat("health service: cannot listen on port ", port));
   }
   return h;
+}
+
+absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::StartFor(int port,
+                                                                     const PluginServer* server) {
+  return Start(port, server->dra_socket_path(), [server] {
+    std::optional<RegistrationStatus> s = server->registration_status();
+    return s.has_value() && s->registered;
+  });
 }
 
 HealthServer::~HealthServer() { Stop(); }

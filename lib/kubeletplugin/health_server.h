@@ -19,12 +19,19 @@
 
 namespace dra::kubeletplugin {
 
+class PluginServer;
+
 class HealthServer {
  public:
   // `port` 0 picks a free port. `dra_socket` is the absolute path of the plugin's DRA socket.
   // `registered` (may be empty): whether the kubelet has registered the plugin.
   static absl::StatusOr<std::unique_ptr<HealthServer>> Start(
       int port, const std::string& dra_socket, std::function<bool()> registered = nullptr);
+  // Start for `server`'s DRA socket, SERVING only once the kubelet has registered it
+  // (PluginServer::registration_status): what both kubelet plugins serve. `server` must outlive
+  // the HealthServer.
+  static absl::StatusOr<std::unique_ptr<HealthServer>> StartFor(int port,
+                                                                const PluginServer* server);
   ~HealthServer();
   void Stop();
   int port() const { return port_; }

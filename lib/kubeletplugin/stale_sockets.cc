@@ -17,30 +17,28 @@
 
 namespace dra::kubeletplugin {
 
-bool SocketRefusesConnections(const std::string& path) {
+namespace {
+
+// The outcome of one connect(2) to the Unix socket at `path`: 0 when it was accepted, else the
+// errno; -1 when no attempt could be made (the path is too long for sockaddr_un, no socket).
+int ConnectOnce(const std::string& path) {
   sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return false;
+  if (path.size() >= sizeof(addr.sun_path)) return -1;
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  const int err = errno;
+  const int err = rc == 0 ? 0 : errno;
   ::close(fd);
-  return rc != 0 && err == ECONNREFUSED;
+  return err;
 }
 
-bool SocketAcceptsConnections(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return false;
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  ::close(fd);
-  return rc == 0;
-}
+}  // namespace
+
+bool SocketRefusesConnections(const std::string& path) { return ConnectOnce(path) == ECONNREFUSED; }
+
+bool SocketAcceptsConnections(const std::string& path) { return ConnectOnce(path) == 0; }
 
 std::vector<std::string> LiveSockets(const StaleSocketSweep& match) {
   std::vector<std::string> live;
