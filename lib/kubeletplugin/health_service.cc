@@ -9,6 +9,10 @@ namespace {
 
 // How often a stream waiting for news checks whether the kubelet went away.
 constexpr absl::Duration kCancelPollInterval = absl::Milliseconds(500);
+// How often a stream sends the current list again without news. The kubelet (v1.36) clears the
+// health of all of a driver's devices when any stream of that driver ends: in a surge rollout the
+// old instance's stream ends after the new one sent its list, and the resend restores it.
+constexpr absl::Duration kResendInterval = absl::Seconds(5);
 
 ::v1alpha1::HealthStatus ToProto(HealthStatus status) {
   switch (status) {
@@ -54,15 +58,18 @@ grpc::Status HealthService::NodeWatchResources(
     grpc::ServerWriter<::v1alpha1::NodeWatchResourcesResponse>* writer) {
   DRA_VLOG(2, "kubelet opened health stream", "peer", context->peer());
   uint64_t sent = 0;
+  absl::Time last_write = absl::Now();
   while (true) {
     ::v1alpha1::NodeWatchResourcesResponse response;
     {
       absl::MutexLock lock(&mu_);
       auto news = [&]()
                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || version_ != sent; };
-      // Wakes on news or shutdown; the timeout only serves to notice a cancelled stream.
+      // Wakes on news or shutdown; the timeout serves to notice a cancelled stream and to send
+      // the published list again every kResendInterval.
       while (!mu_.AwaitWithTimeout(absl::Condition(&news), kCancelPollInterval)) {
         if (context->IsCancelled()) return grpc::Status::CANCELLED;
+        if (version_ != 0 && absl::Now() - last_write >= kResendInterval) break;
       }
       if (shutdown_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "plugin is stopping");
       sent = version_;
@@ -72,6 +79,7 @@ grpc::Status HealthService::NodeWatchResources(
       DRA_VLOG(2, "health stream closed by kubelet", "peer", context->peer());
       return grpc::Status::OK;
     }
+    last_write = absl::Now();
   }
 }
 

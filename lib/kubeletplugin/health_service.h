@@ -2,7 +2,9 @@
 
 // The optional DRAResourceHealth service: the driver publishes the complete health list of its
 // devices whenever it changes, and every open kubelet stream receives the latest list (first the
-// current one when it opens, then each change; intermediate lists may be skipped).
+// current one when it opens, then each change; intermediate lists may be skipped), and the
+// current list again after 5 s without a change (the kubelet clears a driver's health when any
+// of its streams ends, e.g. the old instance's in a surge rollout).
 
 #include <cstdint>
 #include <string>

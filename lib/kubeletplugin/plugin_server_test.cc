@@ -305,6 +305,14 @@ TEST(PluginServerTest, HealthStreamSendsCurrentListAndChanges) {
   EXPECT_EQ(response.devices(0).message(), "xid 79");
   EXPECT_EQ(response.devices(1).device().device_name(), "gpu-1");
 
+  // Without a change the current list comes again after 5 s: the kubelet clears a driver's health
+  // when any of its streams ends (the old instance's in a surge rollout), and this restores it.
+  const absl::Time waited_from = absl::Now();
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_GE(absl::Now() - waited_from, absl::Seconds(4));
+  ASSERT_EQ(response.devices_size(), 2);
+  EXPECT_EQ(response.devices(0).message(), "xid 79");
+
   // Stopping ends the stream instead of waiting for the kubelet to hang up.
   const absl::Time start = absl::Now();
   (*server)->Stop();
