@@ -281,10 +281,9 @@ int main(int argc, char** argv) {
         pp(r.phases.per_node_entry_ready).c_str(), r.probes_run, r.probes_failed,
         r.probe_cpu_seconds, s.daemon_cpu_sum, s.imex_cpu_sum);
     if (base.binding_claims) {
-      std::printf(
-          "  N=%-4d claim reported IMEXDaemonReady %s (last %s s; entry Ready last %s s)\n",
-          r.nodes, pp(r.phases.per_node_claim_bound).c_str(), Secs(r.phases.claims_bound).c_str(),
-          Secs(r.phases.entries_ready).c_str());
+      std::printf("  N=%-4d claim reported IMEXDaemonReady %s (last %s s; entry Ready last %s s)\n",
+                  r.nodes, pp(r.phases.per_node_claim_bound).c_str(),
+                  Secs(r.phases.claims_bound).c_str(), Secs(r.phases.entries_ready).c_str());
     }
   }
   std::printf(

@@ -406,12 +406,13 @@ absl::Status SimDomain::CreateBindingClaim(int i) {
        {{"devices",
          {{"requests",
            {{{"name", "channel"},
-             {"exactly", {{"deviceClassName", "compute-domain-default-channel.nvidia.com"}}}}}}}}}}};
+             {"exactly",
+              {{"deviceClassName", "compute-domain-default-channel.nvidia.com"}}}}}}}}}}};
   Count("POST resourceclaims");
   auto made = client_->Create(k8s::ResourceClaim::kResource, cd_ns_, claim);
   if (!made.ok()) {
-    return absl::InternalError(absl::StrCat("create ResourceClaim ", name, ": ",
-                                            made.status().message()));
+    return absl::InternalError(
+        absl::StrCat("create ResourceClaim ", name, ": ", made.status().message()));
   }
   // What the scheduler writes: channel-0 of the node with the slice's binding conditions and the
   // workload template's config.
@@ -444,8 +445,8 @@ absl::Status SimDomain::CreateBindingClaim(int i) {
   Count("PUT resourceclaims/status");
   auto allocated = client_->UpdateStatus(k8s::ResourceClaim::kResource, cd_ns_, status);
   if (!allocated.ok()) {
-    return absl::InternalError(absl::StrCat("allocate ResourceClaim ", name, ": ",
-                                            allocated.status().message()));
+    return absl::InternalError(
+        absl::StrCat("allocate ResourceClaim ", name, ": ", allocated.status().message()));
   }
   return absl::OkStatus();
 }

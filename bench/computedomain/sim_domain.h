@@ -182,7 +182,7 @@ class SimDomain {
   std::mutex mu_;  // guards the members below
   std::map<std::string, double> bench_counts_;
   std::map<std::string, double> registered_at_, entry_ready_at_;  // node -> seconds
-  std::map<std::string, double> claim_bound_at_;  // claim name -> seconds
+  std::map<std::string, double> claim_bound_at_;                  // claim name -> seconds
   std::vector<double> probe_at_;
   double domain_ready_at_ = -1;
   int probes_run_ = 0, probes_failed_ = 0;

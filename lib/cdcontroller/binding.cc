@@ -61,9 +61,9 @@ std::string AllocationNode(const k8s::AllocationResult& allocation) {
       continue;
     }
     for (const nlohmann::json& f : term["matchFields"]) {
-      if (f.is_object() && f.value("key", "") == "metadata.name" && f.value("operator", "") == "In" &&
-          f.contains("values") && f["values"].is_array() && f["values"].size() == 1 &&
-          f["values"][0].is_string()) {
+      if (f.is_object() && f.value("key", "") == "metadata.name" &&
+          f.value("operator", "") == "In" && f.contains("values") && f["values"].is_array() &&
+          f["values"].size() == 1 && f["values"][0].is_string()) {
         return f["values"][0].get<std::string>();
       }
     }
@@ -88,12 +88,12 @@ std::optional<BindingClaim> BindingClaimOf(const k8s::ResourceClaim& claim) {
         d.reported_conditions = s.conditions;
       }
     }
-    const bool failed = std::any_of(
-        d.failure_conditions.begin(), d.failure_conditions.end(),
-        [&](const std::string& c) { return ConditionTrue(d.reported_conditions, c); });
-    const bool ready = std::all_of(
-        d.conditions.begin(), d.conditions.end(),
-        [&](const std::string& c) { return ConditionTrue(d.reported_conditions, c); });
+    const bool failed =
+        std::any_of(d.failure_conditions.begin(), d.failure_conditions.end(),
+                    [&](const std::string& c) { return ConditionTrue(d.reported_conditions, c); });
+    const bool ready =
+        std::all_of(d.conditions.begin(), d.conditions.end(),
+                    [&](const std::string& c) { return ConditionTrue(d.reported_conditions, c); });
     d.state = failed  ? BindingDevice::State::kFailed
               : ready ? BindingDevice::State::kReady
                       : BindingDevice::State::kPending;
@@ -122,13 +122,12 @@ nlohmann::json BindingStatusApplyBody(const k8s::ResourceClaim& claim,
   for (const BindingReport& r : reports) {
     nlohmann::json conditions = r.keep_conditions;
     if (conditions.is_null()) {
-      nlohmann::json c = {
-          {"type", std::string(r.ready ? k8s::kChannelBindingCondition
-                                       : k8s::kChannelBindingFailureCondition)},
-          {"status", "True"},
-          {"reason", r.reason},
-          {"message", r.message},
-          {"lastTransitionTime", time}};
+      nlohmann::json c = {{"type", std::string(r.ready ? k8s::kChannelBindingCondition
+                                                       : k8s::kChannelBindingFailureCondition)},
+                          {"status", "True"},
+                          {"reason", r.reason},
+                          {"message", r.message},
+                          {"lastTransitionTime", time}};
       if (claim.metadata.generation > 0) c["observedGeneration"] = claim.metadata.generation;
       conditions = nlohmann::json::array({std::move(c)});
     }

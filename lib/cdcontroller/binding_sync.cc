@@ -85,14 +85,14 @@ absl::StatusOr<bool> Controller::LabelNodeFor(const std::string& node, const std
     // An Update with the node's resourceVersion: a label set meanwhile (the plugin of the node,
     // for another domain) makes it a Conflict, read again above, instead of being overwritten.
     RETURN_IF_ERROR(client_->Update(k8s::Node::kResource, "", n).status());
-    DRA_INFO("labelled node for a claim waiting for its IMEX daemon", "node", node,
-             "computeDomain", uid);
+    DRA_INFO("labelled node for a claim waiting for its IMEX daemon", "node", node, "computeDomain",
+             uid);
     labelled = true;
     return absl::OkStatus();
   });
   if (!s.ok()) {
-    return Annotate(s, absl::StrCat("set label ", k8s::kComputeDomainLabel, "=", uid, " on node ",
-                                    node));
+    return Annotate(
+        s, absl::StrCat("set label ", k8s::kComputeDomainLabel, "=", uid, " on node ", node));
   }
   return labelled;
 }
@@ -105,13 +105,14 @@ absl::Status Controller::UnlabelNodeFor(const std::string& node, const std::stri
     if (NodeLabelOf(*n) != uid) return absl::OkStatus();
     (*n)["metadata"]["labels"].erase(std::string(k8s::kComputeDomainLabel));
     RETURN_IF_ERROR(client_->Update(k8s::Node::kResource, "", *n).status());
-    DRA_INFO("removed node label: no claim with binding conditions of the domain is allocated there",
-             "node", node, "computeDomain", uid);
+    DRA_INFO(
+        "removed node label: no claim with binding conditions of the domain is allocated there",
+        "node", node, "computeDomain", uid);
     return absl::OkStatus();
   });
   if (!s.ok()) {
-    return Annotate(s, absl::StrCat("remove label ", k8s::kComputeDomainLabel, "=", uid,
-                                    " from node ", node));
+    return Annotate(
+        s, absl::StrCat("remove label ", k8s::kComputeDomainLabel, "=", uid, " from node ", node));
   }
   return absl::OkStatus();
 }
@@ -159,9 +160,9 @@ absl::Status Controller::SyncBindingConditions(const std::string& uid, const k8s
                                cd->metadata.name, " is being deleted");
       } else if (cd->metadata.namespace_name != claim->metadata.namespace_name) {
         reason = "ComputeDomainInOtherNamespace";
-        message = absl::StrCat("ComputeDomain ", cd->metadata.namespace_name, "/",
-                               cd->metadata.name, " is not in the claim's namespace ",
-                               claim->metadata.namespace_name);
+        message =
+            absl::StrCat("ComputeDomain ", cd->metadata.namespace_name, "/", cd->metadata.name,
+                         " is not in the claim's namespace ", claim->metadata.namespace_name);
       }
       if (!reason.empty()) {
         DRA_INFO("claim cannot bind: its IMEX daemon cannot become Ready", "claim",
@@ -202,17 +203,17 @@ absl::Status Controller::SyncBindingConditions(const std::string& uid, const k8s
       changed = true;
     }
     if (!changed) continue;
-    absl::StatusOr<nlohmann::json> applied = client_->Apply(
-        k8s::ResourceClaim::kResource, claim->metadata.namespace_name,
-        BindingStatusApplyBody(*claim, reports, absl::Now()), /*force=*/true, "status",
-        kBindingFieldManager);
+    absl::StatusOr<nlohmann::json> applied =
+        client_->Apply(k8s::ResourceClaim::kResource, claim->metadata.namespace_name,
+                       BindingStatusApplyBody(*claim, reports, absl::Now()), /*force=*/true,
+                       "status", kBindingFieldManager);
     if (!applied.ok()) {
       // A claim deleted meanwhile (or made again under its name: the uid precondition) is done.
       if (absl::IsNotFound(applied.status()) || absl::IsAlreadyExists(applied.status())) continue;
       if (first_error.ok()) {
-        first_error = Annotate(applied.status(),
-                               absl::StrCat("write status.devices of ResourceClaim ",
-                                            ClaimRef(*claim), " (binding conditions)"));
+        first_error =
+            Annotate(applied.status(), absl::StrCat("write status.devices of ResourceClaim ",
+                                                    ClaimRef(*claim), " (binding conditions)"));
       }
       continue;
     }

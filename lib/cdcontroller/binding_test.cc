@@ -131,17 +131,20 @@ TEST(BindingStatusApplyBodyTest, ReadyFailedAndKept) {
   const absl::Time now = absl::FromUnixSeconds(1796000000);
   nlohmann::json kept = nlohmann::json::array(
       {{{"type", "IMEXDaemonReady"}, {"status", "True"}, {"reason", "before"}}});
-  nlohmann::json body = BindingStatusApplyBody(
-      claim,
-      {{.pool = "node-1", .device = "channel-0", .ready = true, .reason = "IMEXDaemonReady",
-        .message = "ready"},
-       {.pool = "node-2",
-        .device = "channel-0",
-        .ready = false,
-        .reason = "ComputeDomainDeleted",
-        .message = "gone"},
-       {.pool = "node-3", .device = "channel-0", .keep_conditions = kept}},
-      now);
+  nlohmann::json body =
+      BindingStatusApplyBody(claim,
+                             {{.pool = "node-1",
+                               .device = "channel-0",
+                               .ready = true,
+                               .reason = "IMEXDaemonReady",
+                               .message = "ready"},
+                              {.pool = "node-2",
+                               .device = "channel-0",
+                               .ready = false,
+                               .reason = "ComputeDomainDeleted",
+                               .message = "gone"},
+                              {.pool = "node-3", .device = "channel-0", .keep_conditions = kept}},
+                             now);
   EXPECT_EQ(body["apiVersion"], "resource.k8s.io/v1");
   EXPECT_EQ(body["kind"], "ResourceClaim");
   EXPECT_EQ(body["metadata"],

@@ -400,9 +400,10 @@ TEST_F(FlagsTest, MarkdownReference) {
   EXPECT_EQ(*r, Flags::ParseResult::kExitSuccess);
   const std::string md = out_.str();
   EXPECT_EQ(md, flags_.MarkdownReference());
-  EXPECT_THAT(md, testing::StartsWith("| Flag | Environment | Default | Description |\n"
-                                      "|---|---|---|---|\n"
-                                      "| `--node-name` string | `NODE_NAME` |  | Node to work on. |\n"));
+  EXPECT_THAT(
+      md, testing::StartsWith("| Flag | Environment | Default | Description |\n"
+                              "|---|---|---|---|\n"
+                              "| `--node-name` string | `NODE_NAME` |  | Node to work on. |\n"));
   EXPECT_THAT(md, HasSubstr("| `--namespace` string | `NAMESPACE` | `\"default\"` | "
                             "Driver namespace. |\n"));
   EXPECT_THAT(md, HasSubstr("| `--image-name`, `--image` string | `IMAGE_NAME` | required | "

@@ -39,7 +39,7 @@ struct PluginConfig {
   std::string host_root = "/host-root";
   std::string kubelet_registrar_dir = "/var/lib/kubelet/plugins_registry";
   std::string kubelet_plugins_dir = "/var/lib/kubelet/plugins";
-  std::string pod_uid;  // rolling-update socket names when set
+  std::string pod_uid;               // rolling-update socket names when set
   std::string nvidia_cdi_hook_path;  // accepted for compatibility; no hook is used
   int healthcheck_port = -1;
   std::string http_endpoint;
