@@ -192,8 +192,15 @@ EOF2
   wait_cd_status cd-a "Ready|$N3,$N4" 180
   # Node 3 belongs to cd-a while a1 runs there: b1 is not started, and cd-b has no node.
   cd_workload b1 "$N3" cd-b-channel
-  sleep 10
+  # The scheduler's answer: node 3's one channel device is held by a1's claim, so b1's cannot be
+  # allocated there.
+  b1_refused() {
+    k get events --field-selector involvedObject.name=b1,reason=FailedScheduling \
+      -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q 'cannot allocate all claims'
+  }
+  wait_for 60 "a FailedScheduling event on b1 (its claim cannot be allocated)" b1_refused
   [ "$(k get pod b1 -o jsonpath='{.status.phase}')" = Pending ]
+  [ -z "$(k get resourceclaim "$(claim_of b1 imex-channel)" -o jsonpath='{.status.allocation}')" ]
   [ "$(cd_status cd-b)" != "Ready|$N3" ]
   [ "$(kubectl get node "$N3" -o jsonpath="{.metadata.labels['resource\.nvidia\.com/computeDomain']}")" = "$a" ]
   # Once a1 is gone, b1 runs in cd-b's own domain; cd-a keeps only node 4.
