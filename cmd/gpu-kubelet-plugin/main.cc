@@ -23,6 +23,7 @@
 #include "lib/common/stack_dump.h"
 #include "lib/gpu/go_export.h"
 #include "lib/gpu/plugin_app.h"
+#include "lib/kubeletplugin/plugin_host.h"
 
 namespace {
 
@@ -148,16 +149,20 @@ int main(int argc, char** argv) {
                    "gpu-kubelet-plugin implements a DRA driver plugin for NVIDIA GPUs. "
                    "`gpu-kubelet-plugin export-go-checkpoint --help`: the way back to the public "
                    "driver.");
-  flags
-      .AddString("node-name", "NODE_NAME", &c.node_name,
-                 "Node to work on; also the ResourceSlice pool name.")
-      .Required();
-  flags.AddString("namespace", "NAMESPACE", &c.namespace_name,
-                  "Namespace for MPS control-daemon Deployments.");
-  flags.AddString("daemonset-name", "DAEMONSET_NAME", &c.daemonset_name,
-                  "This plugin's DaemonSet in --namespace. When it is deleted (helm uninstall), "
-                  "the plugin removes its files at shutdown: its CDI specs and its plugin "
-                  "directory, unless a claim is still prepared. Empty: it never does.");
+  dra::kubeletplugin::AddPluginHostFlags(
+      flags, &c,
+      {.namespace_name = "Namespace for MPS control-daemon Deployments.",
+       .cdi_root = "Directory for the generated per-claim CDI specs (created 0750 if missing).",
+       .container_driver_root = "Where the host driver root is mounted in this container; NVML "
+                                "and the driver files are looked up here.",
+       .proc_root = "Where /proc is found (MIG capability files, /proc/devices).",
+       .alt_proc_devices = "A file read instead of <proc-root>/devices for the character device "
+                           "majors, for nodes whose kernel has no NVIDIA entries there (simulated "
+                           "GPUs; the chart's altProcDevices). Empty: <proc-root>/devices.",
+       .kubelet_plugins_dir = "Parent of the plugin data directory <this>/gpu.nvidia.com "
+                              "(sockets, checkpoint, locks).",
+       .cleanup_interval = "How often prepared claims whose ResourceClaim is gone are "
+                           "unprepared."});
   flags.AddString("image-name", "IMAGE_NAME", &c.image_name,
                   "Image of the MPS control-daemon pods (the plugin's own image in the Helm "
                   "chart). Required when the feature gate MPSSupport is enabled; unused without "
@@ -170,28 +175,6 @@ int main(int argc, char** argv) {
   flags.AddString("service-account-name", "SERVICE_ACCOUNT_NAME", &c.service_account_name,
                   "Service account of the MPS control-daemon pods; empty: the namespace's "
                   "default.");
-  flags.AddString("nvidia-cdi-hook-path", "NVIDIA_CDI_HOOK_PATH", &c.nvidia_cdi_hook_path,
-                  "Accepted for compatibility with the Go driver's chart; unused (the CDI specs "
-                  "need no hook).");
-  flags.AddString("cdi-root", "CDI_ROOT", &c.cdi_root,
-                  "Directory for the generated per-claim CDI specs (created 0750 if missing).");
-  flags
-      .AddString("nvidia-driver-root", "NVIDIA_DRIVER_ROOT", &c.nvidia_driver_root,
-                 "Host path of the NVIDIA driver installation (/ or /run/nvidia/driver); the "
-                 "host-side paths in CDI specs.")
-      .Alias("host-driver-root")
-      .Env("HOST_DRIVER_ROOT");
-  flags.AddString("container-driver-root", "DRIVER_ROOT_CTR_PATH", &c.container_driver_root,
-                  "Where the host driver root is mounted in this container; NVML and the driver "
-                  "files are looked up here.");
-  flags.AddString("dev-root", "DEV_ROOT", &c.dev_root,
-                  "Where /dev is found; empty: the driver root if it has a /dev, else /.");
-  flags.AddString("proc-root", "PROC_ROOT", &c.proc_root,
-                  "Where /proc is found (MIG capability files, /proc/devices).");
-  flags.AddString("alt-proc-devices-path", "ALT_PROC_DEVICES_PATH", &c.alt_proc_devices,
-                  "A file read instead of <proc-root>/devices for the character device majors, "
-                  "for nodes whose kernel has no NVIDIA entries there (simulated GPUs; the "
-                  "chart's altProcDevices). Empty: <proc-root>/devices.");
   flags.AddString("sys-root", "SYS_ROOT", &c.sys_root, "Where /sys is found (PCI topology).");
   flags.AddString("host-root", "HOST_ROOT", &c.host_root,
                   "Where the host's / is mounted in this container. Needed by the feature gate "
@@ -200,20 +183,6 @@ int main(int argc, char** argv) {
                   "plugin refuses to start with the gate on when it does not exist. With the gate "
                   "FabricManagerPartitioning, the NVLink fabric is looked for there "
                   "(proc/driver/nvidia-nvswitch/devices, sys/class/infiniband/*/device/vpd).");
-  flags.AddString("kubelet-registrar-directory-path", "KUBELET_REGISTRAR_DIRECTORY_PATH",
-                  &c.kubelet_registrar_dir, "Kubelet plugin registration directory.");
-  flags.AddString("kubelet-plugins-directory-path", "KUBELET_PLUGINS_DIRECTORY_PATH",
-                  &c.kubelet_plugins_dir,
-                  "Parent of the plugin data directory <this>/gpu.nvidia.com (sockets, "
-                  "checkpoint, locks).");
-  flags.AddString("pod-uid", "POD_UID", &c.pod_uid,
-                  "This pod's UID (downward API). When set, sockets carry it so that an old and "
-                  "a new plugin pod can serve side by side during a rolling update (kubelet "
-                  ">= 1.33).");
-  flags.AddInt("healthcheck-port", "HEALTHCHECK_PORT", &c.healthcheck_port,
-               "gRPC health service port: >0 that port, 0 any free port, <0 disabled.");
-  flags.AddMetricsServerFlags(&c.http_endpoint, &c.metrics_path);
-  flags.AddKubeClientFlags(&c.kubeconfig, &c.kube_api_qps, &c.kube_api_burst);
   flags.AddString("consumable-shares", "CONSUMABLE_SHARES", &c.consumable_shares,
                   "Let several claims share a full GPU or MIG device (Kubernetes "
                   "DRAConsumableCapacity): 'disabled' (one claim per device), 'memory' (claims "
@@ -253,8 +222,6 @@ int main(int argc, char** argv) {
                     "re-checked through NVML and, if its queries succeed, untainted and reported "
                     "healthy again (a Node event DeviceHealthRecovered records it). 0 disables "
                     "recovery: taints stay until the plugin restarts, as in the Go driver.");
-  flags.AddDuration("cleanup-interval", "CLEANUP_INTERVAL", &c.cleanup_interval,
-                    "How often prepared claims whose ResourceClaim is gone are unprepared.");
   flags.AddLoggingFlags();
   flags.AddFeatureGatesFlag(&gates);
   flags.SetVersion(DRA_VERSION);

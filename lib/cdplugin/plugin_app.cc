@@ -1,8 +1,6 @@
 #include "lib/cdplugin/plugin_app.h"
 
-#include <atomic>
-#include <optional>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -29,13 +27,10 @@
 #include "lib/k8s/rest_config.h"
 #include "lib/k8s/wire_decode.h"
 #include "lib/kubeletplugin/claim_source.h"
-#include "lib/kubeletplugin/health_server.h"
+#include "lib/kubeletplugin/plugin_host.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
 #include "lib/kubeletplugin/stale_sockets.h"
-#include "lib/kubeletplugin/uninstall.h"
-#include "lib/metrics/http_server.h"
-#include "lib/metrics/metrics_endpoint.h"
 #include "lib/nvml/nvml.h"
 
 namespace dra::cdplugin {
@@ -50,39 +45,33 @@ bool GateOn(const FeatureGates* gates, absl::string_view gate) {
 }  // namespace
 
 struct PluginApp::Parts {
-  std::string plugin_dir;
-  std::unique_ptr<k8s::Client> client;
-  std::unique_ptr<k8s::Client> claim_client;  // fail-fast reads inside kubelet calls
-  k8s::EventTarget node_ref;
-  metrics::Registry registry;
-  std::unique_ptr<kubeletplugin::DriverMetrics> driver_metrics;
-  metrics::Family<metrics::Counter>* corruptions = nullptr;
-  // nvidia_dra_undecodable_objects_total; after `registry`, so that it goes first.
-  std::unique_ptr<k8s::UndecodableObjectsMetric> undecodable;
+  // First, so that it goes last: the parts below use its clients, checkpoint and registry; its
+  // Stop releases the servers that point into the parts.
+  std::unique_ptr<kubeletplugin::PluginHost> host;
   std::unique_ptr<driverroot::DriverRoot> root;
   std::unique_ptr<nvml::Nvml> nvml;  // kept for the clique ID refresh
   std::string driver_version;
   std::string clique_id;
   int64_t channels_major = 0;
-  std::unique_ptr<checkpoint::Checkpoint> checkpoint;
+  checkpoint::Checkpoint* checkpoint = nullptr;  // the host's
   std::unique_ptr<CdiSpecs> cdi;
   std::unique_ptr<HostImex> host_imex;  // hostManaged only
   std::unique_ptr<KubeDomainApi> domains;
   std::unique_ptr<DeviceState> state;
   std::unique_ptr<CdDriver> driver;
-  std::unique_ptr<kubeletplugin::SlicePublisher> publisher;
-  std::unique_ptr<kubeletplugin::PluginServer> server;
-  std::unique_ptr<metrics::HttpServer> http;
-  std::unique_ptr<kubeletplugin::HealthServer> health;
+  kubeletplugin::SlicePublisher* publisher = nullptr;  // the host's
   std::unique_ptr<Cleanup> cleanup;
-  std::unique_ptr<kubeletplugin::UninstallWatch> uninstall;
   bool clique_labelled = false;
-  std::atomic<bool> stopping{false};
-  std::thread cleaner;
+  bool first_cleanup_pass = true;  // the cleanup thread's
 };
 
 PluginApp::PluginApp(const PluginConfig& config, SignalHandler* signals)
-    : config_(config), signals_(signals), parts_(std::make_unique<Parts>()) {}
+    : config_(config), signals_(signals), parts_(std::make_unique<Parts>()) {
+  parts_->host = std::make_unique<kubeletplugin::PluginHost>(
+      config,
+      kubeletplugin::PluginHost::Options{.driver_name = kDriverName, .component = kComponent},
+      signals);
+}
 
 PluginApp::~PluginApp() { Stop(); }
 
@@ -90,12 +79,12 @@ absl::StatusOr<std::unique_ptr<PluginApp>> PluginApp::Start(const PluginConfig& 
                                                             SignalHandler* signals) {
   std::unique_ptr<PluginApp> app(new PluginApp(config, signals));
   RETURN_IF_ERROR(app->CheckConfig());
-  RETURN_IF_ERROR(app->ConnectToApiServer());
+  RETURN_IF_ERROR(app->parts_->host->ConnectToApiServer());
   RETURN_IF_ERROR(app->InspectDriver());
   RETURN_IF_ERROR(app->OpenCheckpointAndCdi());
   RETURN_IF_ERROR(app->StartDomainCache());
   RETURN_IF_ERROR(app->ServeKubelet());
-  RETURN_IF_ERROR(app->ServeHttpAndHealthPort());
+  RETURN_IF_ERROR(app->parts_->host->ServeHttpAndHealthPort());
   app->LabelGpuClique();
   app->StartCleanup();
   DRA_INFO("compute-domain-kubelet-plugin running", "node", config.node_name, "driver", kDriverName,
@@ -107,56 +96,48 @@ void PluginApp::Stop() {
   if (stopped_) return;
   stopped_ = true;
   Parts& p = *parts_;
-  if (p.health) p.health->Stop();
-  if (p.driver) p.driver->Shutdown();  // prepares waiting for a daemon return now
-  if (p.server) p.server->Stop();
-  if (p.publisher) p.publisher->Stop();
-  p.stopping = true;
-  if (p.cleaner.joinable()) p.cleaner.join();
-  // The node's other plugin instance (the new pod of a surge rollout, registered before this
-  // old one is stopped) set the same label at its start and needs it: it stays.
-  std::vector<std::string> others;
-  if (p.clique_labelled && p.domains) {
-    others = kubeletplugin::LiveSockets(
-        {.dir = config_.kubelet_registrar_dir,
-         .prefix = absl::StrCat(kDriverName, "-"),
-         .suffix = "-reg.sock",
-         .keep = p.server ? p.server->registration_socket_path() : std::string()});
-    if (!others.empty()) {
-      DRA_INFO(
-          "keeping the GPU clique node label: another instance of the driver serves on this "
-          "node",
-          "label", kGpuCliqueLabel, "registration_socket", others.front());
-    }
-  }
-  if (p.clique_labelled && p.domains && others.empty()) {
-    if (absl::Status s = p.domains->PatchNodeLabel(kGpuCliqueLabel, ""); !s.ok()) {
-      DRA_WARNING("removing the GPU clique node label failed", "label", kGpuCliqueLabel, "err", s);
-    }
-  }
-  if (p.domains) p.domains->Stop();
-  RemoveFilesIfUninstalled();
-  if (p.uninstall) p.uninstall->Stop();
-  if (p.http) p.http->Stop();
+  p.host->Stop({.before_server_stop =
+                    [&p] {
+                      if (p.driver)
+                        p.driver->Shutdown();  // prepares waiting for a daemon return now
+                    },
+                .after_cleanup_stop =
+                    [this, &p] {
+                      RemoveCliqueLabel();
+                      if (p.domains) p.domains->Stop();
+                    }},
+               // The claim specs and the base spec; aborted records hold nothing.
+               {.cdi_prefixes = {absl::StrCat("k8s.", kDriverName, "-")},
+                .holds_files = [](const checkpoint::PreparedClaim& c) {
+                  absl::StatusOr<ClaimRecord> r = DecodeRecord(c);
+                  return !(r.ok() && r->phase == Phase::kAborted);
+                }});
 }
 
-void PluginApp::RemoveFilesIfUninstalled() {
+void PluginApp::RemoveCliqueLabel() {
   Parts& p = *parts_;
-  if (!p.uninstall || !p.uninstall->DaemonSetDeleted()) return;
-  // Aborted records hold nothing.
-  kubeletplugin::RemoveFilesAfterUninstall(
-      p.checkpoint.get(),
-      {.cdi_root = config_.cdi_root,
-       .cdi_prefixes = {absl::StrCat("k8s.", kDriverName, "-")},
-       .plugin_dir = p.plugin_dir},
-      [](const checkpoint::PreparedClaim& c) {
-        absl::StatusOr<ClaimRecord> r = DecodeRecord(c);
-        return !(r.ok() && r->phase == Phase::kAborted);
-      });
+  if (!p.clique_labelled || !p.domains) return;
+  // The node's other plugin instance (the new pod of a surge rollout, registered before this
+  // old one is stopped) set the same label at its start and needs it: it stays.
+  const kubeletplugin::PluginServer* server = p.host->server();
+  std::vector<std::string> others = kubeletplugin::LiveSockets(
+      {.dir = config_.kubelet_registrar_dir,
+       .prefix = absl::StrCat(kDriverName, "-"),
+       .suffix = "-reg.sock",
+       .keep = server != nullptr ? server->registration_socket_path() : std::string()});
+  if (!others.empty()) {
+    DRA_INFO(
+        "keeping the GPU clique node label: another instance of the driver serves on this "
+        "node",
+        "label", kGpuCliqueLabel, "registration_socket", others.front());
+    return;
+  }
+  if (absl::Status s = p.domains->PatchNodeLabel(kGpuCliqueLabel, ""); !s.ok()) {
+    DRA_WARNING("removing the GPU clique node label failed", "label", kGpuCliqueLabel, "err", s);
+  }
 }
 
 absl::Status PluginApp::CheckConfig() {
-  if (config_.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
   if (config_.imex_mode == "hostManaged" &&
       !GateOn(config_.gates, api::gate::kHostManagedIMEXDaemon)) {
     return absl::InvalidArgumentError(
@@ -175,32 +156,7 @@ absl::Status PluginApp::CheckConfig() {
                                                    config_.imex_isolation,
                                                    "\" (allowed: domain, channel)"));
   }
-  parts_->plugin_dir = absl::StrCat(config_.kubelet_plugins_dir, "/", kDriverName);
-  RETURN_IF_ERROR(MakeDirectories(parts_->plugin_dir, 0750));
-  return MakeDirectories(config_.cdi_root, 0750);
-}
-
-absl::Status PluginApp::ConnectToApiServer() {
-  Parts& p = *parts_;
-  ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(config_.kubeconfig));
-  ASSIGN_OR_RETURN(p.client, k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
-                                                        .burst = config_.kube_api_burst}));
-  ASSIGN_OR_RETURN(p.claim_client,
-                   k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
-                                              .burst = config_.kube_api_burst,
-                                              .max_retries = 1,
-                                              .request_timeout = absl::Seconds(10)}));
-  p.node_ref = {.kind = "Node", .name = config_.node_name};
-  if (!config_.daemonset_name.empty()) {
-    p.uninstall = std::make_unique<kubeletplugin::UninstallWatch>(
-        p.client.get(), config_.namespace_name, config_.daemonset_name);
-  }
-  p.driver_metrics =
-      std::make_unique<kubeletplugin::DriverMetrics>(&p.registry, kDriverName, config_.node_name);
-  p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
-                                        "Corrupt checkpoints moved aside and replaced.", {});
-  p.undecodable = std::make_unique<k8s::UndecodableObjectsMetric>(&p.registry);
-  return absl::OkStatus();
+  return parts_->host->MakeDirectories();
 }
 
 absl::Status PluginApp::InspectDriver() {
@@ -242,24 +198,16 @@ absl::Status PluginApp::InspectDriver() {
 
 absl::Status PluginApp::OpenCheckpointAndCdi() {
   Parts& p = *parts_;
-  checkpoint::Checkpoint::Options options;
-  options.on_corruption = [this, &p](const checkpoint::CorruptionReport& r) {
-    p.corruptions->WithLabels({})->Inc();
-    (void)k8s::PostEvent(
-        p.client.get(), p.node_ref, "Warning", "CheckpointCorrupt",
-        absl::StrCat("checkpoint ", r.path, " was corrupt (", r.reason, "); moved to ", r.moved_to,
-                     "; compute-domain claims prepared before are no longer known"),
-        kComponent, config_.node_name);
-  };
   // The specs first: after a reboot the claims' specs go with their records.
   ASSIGN_OR_RETURN(p.cdi, CdiSpecs::Create(config_.cdi_root));
-  options.on_reboot = RemoveClaimSpecsOnReboot(p.cdi.get());
-  ASSIGN_OR_RETURN(p.checkpoint,
-                   checkpoint::Checkpoint::Open(p.plugin_dir, config_.boot_id_path, options));
-  if (p.checkpoint->claims_invalidated_by_reboot() > 0) {
-    DRA_INFO("Invalidating checkpoint: the node rebooted", "claimsDropped",
-             p.checkpoint->claims_invalidated_by_reboot());
-  }
+  kubeletplugin::PluginHost::CheckpointPolicy policy;
+  policy.on_reboot = RemoveClaimSpecsOnReboot(p.cdi.get());
+  // A corrupt checkpoint: the policy of both plugins (plugin_host.h), without a rebuild: what a
+  // compute-domain claim's record holds (its phase, its daemon's or channel's state) is not in
+  // its CDI spec. The kubelet's unprepare of such a claim finds no record and succeeds; a later
+  // cleanup pass removes the directories of ComputeDomains that are gone.
+  policy.later_outcome = "compute-domain claims prepared before are no longer known";
+  ASSIGN_OR_RETURN(p.checkpoint, p.host->OpenCheckpoint(std::move(policy)));
   ASSIGN_OR_RETURN(std::string base, p.cdi->WriteBaseSpec(*p.root));
   DRA_INFO("wrote the base CDI spec", "path", base);
   return absl::OkStatus();
@@ -268,7 +216,7 @@ absl::Status PluginApp::OpenCheckpointAndCdi() {
 absl::Status PluginApp::StartDomainCache() {
   Parts& p = *parts_;
   p.domains =
-      std::make_unique<KubeDomainApi>(p.client.get(), config_.node_name, config_.namespace_name);
+      std::make_unique<KubeDomainApi>(p.host->client(), config_.node_name, config_.namespace_name);
   RETURN_IF_ERROR(p.domains->Start(config_.informer_sync_timeout));
   if (host_managed()) {
     p.host_imex = std::make_unique<HostImex>(p.root.get(), config_.imex_host_socket_path);
@@ -278,22 +226,21 @@ absl::Status PluginApp::StartDomainCache() {
   p.state =
       std::make_unique<DeviceState>(DeviceStateOptions{.node_name = config_.node_name,
                                                        .driver_namespace = config_.namespace_name,
-                                                       .plugin_dir = p.plugin_dir,
+                                                       .plugin_dir = p.host->plugin_dir(),
                                                        .clique_id = p.clique_id,
                                                        .imex_channels_major = p.channels_major,
                                                        .root = p.root.get(),
                                                        .host_imex = p.host_imex.get()},
-                                    p.checkpoint.get(), p.cdi.get(), p.domains.get());
-  p.driver = std::make_unique<CdDriver>(p.state.get(), p.driver_metrics.get());
+                                    p.checkpoint, p.cdi.get(), p.domains.get());
+  p.driver = std::make_unique<CdDriver>(p.state.get(), p.host->driver_metrics());
+  p.host->FinishCheckpointRecovery();
   p.driver->RefreshPreparedDevicesGauge();
   return absl::OkStatus();
 }
 
 absl::Status PluginApp::ServeKubelet() {
   Parts& p = *parts_;
-  ASSIGN_OR_RETURN(p.publisher,
-                   kubeletplugin::SlicePublisher::Create(
-                       p.client.get(), {.driver = kDriverName, .node_name = config_.node_name}));
+  ASSIGN_OR_RETURN(p.publisher, p.host->CreatePublisher());
   // hostManaged: no daemon of ours to wait for; the prepare asks the host's IMEX daemon.
   bool binding_conditions = config_.binding_conditions && !host_managed();
   p.publisher->Update(
@@ -313,16 +260,10 @@ absl::Status PluginApp::ServeKubelet() {
                  "once and its prepare waits for the IMEX daemon",
            "bindingConditions", binding_conditions);
   kubeletplugin::PluginServerOptions options;
-  options.driver_name = kDriverName;
-  options.claim_getter = kubeletplugin::ClaimGetterFromClient(p.claim_client.get());
-  options.kubelet_plugins_dir = config_.kubelet_plugins_dir;
-  options.registry_dir = config_.kubelet_registrar_dir;
-  options.pod_uid = config_.pod_uid;
   // Prepares depend on each other (a channel claim waits for the daemon claim of this node,
   // prepared in another kubelet call): they must not be serialized. DeviceState locks per claim.
   options.serialize = false;
-  ASSIGN_OR_RETURN(p.server, kubeletplugin::PluginServer::Create(p.driver.get(), options));
-  return absl::OkStatus();
+  return p.host->ServeKubelet(p.driver.get(), std::move(options)).status();
 }
 
 bool PluginApp::ServerKeepsBindingConditions() {
@@ -335,7 +276,7 @@ bool PluginApp::ServerKeepsBindingConditions() {
   k8s::ListOptions options{.field_selector = absl::StrCat("spec.driver=", kDriverName,
                                                           ",spec.nodeName=", config_.node_name)};
   absl::StatusOr<k8s::ListPage> slices =
-      p.client->ListAllOf(k8s::ResourceSlice::kResource, "", options);
+      p.host->client()->ListAllOf(k8s::ResourceSlice::kResource, "", options);
   if (!slices.ok()) {
     DRA_WARNING("reading back the ResourceSlice failed; keeping the binding conditions", "err",
                 slices.status());
@@ -356,19 +297,6 @@ bool PluginApp::ServerKeepsBindingConditions() {
     }
   }
   return true;
-}
-
-absl::Status PluginApp::ServeHttpAndHealthPort() {
-  Parts& p = *parts_;
-  ASSIGN_OR_RETURN(p.http, metrics::StartMetricsEndpoint(config_.http_endpoint,
-                                                         config_.metrics_path, &p.registry));
-  if (config_.healthcheck_port >= 0) {
-    // Healthy (the pod Ready) only once the kubelet has registered this instance.
-    ASSIGN_OR_RETURN(
-        p.health, kubeletplugin::HealthServer::StartFor(config_.healthcheck_port, p.server.get()));
-    DRA_INFO("serving gRPC health", "port", p.health->port());
-  }
-  return absl::OkStatus();
 }
 
 void PluginApp::LabelGpuClique() {
@@ -397,40 +325,27 @@ void PluginApp::RefreshCliqueId() {
 
 void PluginApp::StartCleanup() {
   Parts& p = *parts_;
-  p.cleanup = std::make_unique<Cleanup>(p.state.get(), p.checkpoint.get(), p.domains.get());
-  p.cleaner = std::thread([this, &p] {
-    bool first = true;
-    for (;;) {
-      if (absl::Status s = p.cleanup->RunCheckpointPass(); !s.ok()) {
-        DRA_WARNING("checkpoint cleanup incomplete; retrying later", "err", s);
-      }
-      // Directories only from the second pass on: a domain created just before a plugin restart
-      // may not be in a fresh cache yet.
-      if (!first) RefreshCliqueId();
-      if (!first && p.domains->synced()) {
-        if (absl::Status s = p.cleanup->RemoveStaleDomainDirs(); !s.ok()) {
-          DRA_WARNING("stale domain directory cleanup failed", "err", s);
-        }
-      }
-      first = false;
-      p.driver->RefreshPreparedDevicesGauge();
-      const absl::Time next = absl::Now() + config_.cleanup_interval;
-      while (absl::Now() < next) {
-        if (p.stopping ||
-            signals_->WaitForShutdown(std::min(absl::Seconds(1), next - absl::Now()))) {
-          return;
-        }
+  p.cleanup = std::make_unique<Cleanup>(p.state.get(), p.checkpoint, p.domains.get());
+  p.host->StartCleanup([this, &p] {
+    if (absl::Status s = p.cleanup->RunCheckpointPass(); !s.ok()) {
+      DRA_WARNING("checkpoint cleanup incomplete; retrying later", "err", s);
+    }
+    // Directories only from the second pass on: a domain created just before a plugin restart
+    // may not be in a fresh cache yet.
+    const bool first = p.first_cleanup_pass;
+    p.first_cleanup_pass = false;
+    if (!first) RefreshCliqueId();
+    if (!first && p.domains->synced()) {
+      if (absl::Status s = p.cleanup->RemoveStaleDomainDirs(); !s.ok()) {
+        DRA_WARNING("stale domain directory cleanup failed", "err", s);
       }
     }
+    p.driver->RefreshPreparedDevicesGauge();
   });
 }
 
 absl::Status RunPlugin(const PluginConfig& config, SignalHandler* signals) {
-  ASSIGN_OR_RETURN(std::unique_ptr<PluginApp> app, PluginApp::Start(config, signals));
-  signals->WaitForShutdown();
-  DRA_INFO("shutting down", "signal", signals->shutdown_signal());
-  app->Stop();
-  return absl::OkStatus();
+  return kubeletplugin::RunUntilShutdown<PluginApp>(config, signals);
 }
 
 }  // namespace dra::cdplugin

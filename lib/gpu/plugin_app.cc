@@ -124,7 +124,13 @@ void RequeueDeviceStatus(const checkpoint::ClaimMap& claims, const DeviceStatusQ
 }  // namespace
 
 PluginApp::PluginApp(const PluginConfig& config, SignalHandler* signals)
-    : config_(config), signals_(signals), parts_(std::make_unique<Parts>()) {}
+    : config_(config), signals_(signals), parts_(std::make_unique<Parts>()) {
+  parts_->host = std::make_unique<kubeletplugin::PluginHost>(
+      config,
+      kubeletplugin::PluginHost::Options{
+          .driver_name = kDriverName, .component = kPluginComponent, .stack_dump_on_usr2 = true},
+      signals);
+}
 
 PluginApp::~PluginApp() { Stop(); }
 
@@ -136,11 +142,11 @@ absl::StatusOr<std::unique_ptr<PluginApp>> PluginApp::Start(const PluginConfig& 
   RETURN_IF_ERROR(app->DiscoverDevices());
   RETURN_IF_ERROR(app->OpenCheckpoint());
   RETURN_IF_ERROR(app->BuildDeviceState());
-  app->RebuildAfterCorruption();
+  app->RecoverCheckpoint();
   RETURN_IF_ERROR(app->PublishSlices());
   RETURN_IF_ERROR(app->ServeKubelet());
   app->StartHealthMonitor();
-  RETURN_IF_ERROR(app->ServeHttpAndHealthPort());
+  RETURN_IF_ERROR(app->parts_->host->ServeHttpAndHealthPort());
   app->StartCleanup();
   // Discovery, the slices and the claim list are done with: give their freed heap back.
   malloc_trim(0);
@@ -152,35 +158,23 @@ void PluginApp::Stop() {
   if (stopped_) return;
   stopped_ = true;
   Parts& p = *parts_;
-  if (p.health) p.health->Stop();
-  if (p.health_monitor) p.health_monitor->Stop();
-  if (p.server) p.server->Stop();  // removes our sockets: the kubelet sees the plugin go away
-  if (p.claim_cache) p.claim_cache->Stop();
-  // No kubelet call adds to the queue any more: write what waits, within the deadline.
-  if (p.device_status) p.device_status->Shutdown(kDeviceStatusDrainTime);
-  if (p.publisher) p.publisher->Stop();
-  // The cleanup thread ends within a second of its wait; a pass under way runs to its end.
-  p.stopping = true;
-  if (p.cleaner.joinable()) p.cleaner.join();
-  RemoveFilesIfUninstalled();
-  if (p.uninstall) p.uninstall->Stop();
-  if (p.http) p.http->Stop();
-}
-
-void PluginApp::RemoveFilesIfUninstalled() {
-  Parts& p = *parts_;
-  if (!p.uninstall || !p.uninstall->DaemonSetDeleted()) return;
-  // The claim specs (k8s.gpu.nvidia.com-claim_*) and device-metadata specs (gpu.nvidia.com_*).
-  kubeletplugin::RemoveFilesAfterUninstall(
-      p.checkpoint.get(),
-      {.cdi_root = config_.cdi_root,
-       .cdi_prefixes = {absl::StrCat("k8s.", kDriverName, "-"), absl::StrCat(kDriverName, "_")},
-       .plugin_dir = p.plugin_dir},
-      [](const checkpoint::PreparedClaim&) { return true; });
+  p.host->Stop(
+      {.before_server_stop =
+           [&p] {
+             if (p.health_monitor) p.health_monitor->Stop();
+           },
+       .after_server_stop =
+           [&p] {
+             p.server = nullptr;  // released by the host at the end of its Stop
+             if (p.claim_cache) p.claim_cache->Stop();
+             // No kubelet call adds to the queue any more: write what waits, within the deadline.
+             if (p.device_status) p.device_status->Shutdown(kDeviceStatusDrainTime);
+           }},
+      // The claim specs (k8s.gpu.nvidia.com-claim_*) and device-metadata specs (gpu.nvidia.com_*).
+      {.cdi_prefixes = {absl::StrCat("k8s.", kDriverName, "-"), absl::StrCat(kDriverName, "_")}});
 }
 
 absl::Status PluginApp::CheckConfig() {
-  if (config_.node_name.empty()) return absl::InvalidArgumentError("--node-name is required");
   if (config_.health_recovery_quiet_period < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--health-recovery-quiet-period (HEALTH_RECOVERY_QUIET_PERIOD): ",
@@ -197,74 +191,38 @@ absl::Status PluginApp::CheckConfig() {
   ASSIGN_OR_RETURN(parts_->shares, api::ParseConsumableShares(
                                        config_.consumable_shares,
                                        config_.gates != nullptr ? *config_.gates : no_gates));
-  parts_->plugin_dir = absl::StrCat(config_.kubelet_plugins_dir, "/", kDriverName);
-  RETURN_IF_ERROR(MakeDirectories(parts_->plugin_dir, 0750));
-  // SIGUSR2 writes every thread's stack to a file, for debugging a stuck plugin: in a directory
-  // of the plugin's own that only root may enter (not a world-writable /tmp, where another user
-  // could plant a link or read the stacks).
-  const std::string debug_dir = absl::StrCat(parts_->plugin_dir, "/debug");
-  RETURN_IF_ERROR(MakeDirectories(debug_dir, 0700));
-  if (::chmod(debug_dir.c_str(), 0700) != 0) {
-    return dra::ErrnoToStatus(errno, absl::StrCat("chmod 0700 ", debug_dir));
-  }
-  InstallStackDumpHandler();
-  signals_->OnUsr2([path = absl::StrCat(debug_dir, "/thread-stacks.dump")] {
-    int threads = 0;
-    absl::Status s = DumpAllThreadStacks(path, &threads);
-    if (s.ok()) {
-      DRA_INFO("wrote thread stacks", "path", path, "threads", threads);
-    } else {
-      DRA_WARNING("thread stack dump failed", "err", s);
-    }
-  });
-  return MakeDirectories(config_.cdi_root, 0750);
+  return parts_->host->MakeDirectories();
 }
 
 absl::Status PluginApp::ConnectToApiServer() {
   Parts& p = *parts_;
-  ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::ResolveRestConfig(config_.kubeconfig));
-  ASSIGN_OR_RETURN(p.client, k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
-                                                        .burst = config_.kube_api_burst}));
-  // The claim GETs of a prepare call must fail fast rather than run past the kubelet's 45 s.
-  ASSIGN_OR_RETURN(p.claim_client,
-                   k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
-                                              .burst = config_.kube_api_burst,
-                                              .max_retries = 1,
-                                              .request_timeout = absl::Seconds(10)}));
-  ASSIGN_OR_RETURN(p.status_client,
-                   k8s::Client::Create(rest, {.qps = config_.kube_api_qps,
-                                              .burst = config_.kube_api_burst,
-                                              .max_retries = 0,
-                                              .request_timeout = kDeviceStatusWriteTime,
-                                              .field_manager = DeviceStatusFieldManager(
-                                                  kDriverName, config_.node_name)}));
-  if (!config_.daemonset_name.empty()) {
-    p.uninstall = std::make_unique<kubeletplugin::UninstallWatch>(
-        p.client.get(), config_.namespace_name, config_.daemonset_name);
-  }
-  p.node_ref = {.kind = "Node", .name = config_.node_name};
-  p.driver_metrics = std::make_unique<DriverMetrics>(&p.registry, kDriverName, config_.node_name);
+  RETURN_IF_ERROR(p.host->ConnectToApiServer());
+  ASSIGN_OR_RETURN(p.status_client, k8s::Client::Create(p.host->rest_config(),
+                                                        {.qps = config_.kube_api_qps,
+                                                         .burst = config_.kube_api_burst,
+                                                         .max_retries = 0,
+                                                         .request_timeout = kDeviceStatusWriteTime,
+                                                         .field_manager = DeviceStatusFieldManager(
+                                                             kDriverName, config_.node_name)}));
+  metrics::Registry& registry = *p.host->registry();
   p.degraded =
-      p.registry.AddGauge("nvidia_dra_plugin_degraded",
-                          "1 when the plugin runs without a usable NVML (no devices).", {"reason"});
-  metrics::Family<metrics::Counter>* status_writes = AddDeviceStatusWritesMetric(&p.registry);
+      registry.AddGauge("nvidia_dra_plugin_degraded",
+                        "1 when the plugin runs without a usable NVML (no devices).", {"reason"});
+  metrics::Family<metrics::Counter>* status_writes = AddDeviceStatusWritesMetric(&registry);
   p.device_status_api =
       DeviceStatusWriterFromClient(p.status_client.get(), kDriverName, status_writes);
   p.device_status = std::make_unique<DeviceStatusQueue>(
       p.device_status_api.get(), DeviceStatusQueueOptions{},
-      p.registry.AddGauge("nvidia_dra_device_status_queue_depth",
-                          "Claims whose status.devices write or removal waits for (or is at) the "
-                          "API server.",
-                          {}),
+      registry.AddGauge("nvidia_dra_device_status_queue_depth",
+                        "Claims whose status.devices write or removal waits for (or is at) the "
+                        "API server.",
+                        {}),
       status_writes);
   p.device_status->Start();
-  p.corruptions = p.registry.AddCounter("nvidia_dra_checkpoint_corruptions_total",
-                                        "Corrupt checkpoints moved aside and replaced.", {});
-  p.health_recoveries = p.registry.AddCounter(
+  p.health_recoveries = registry.AddCounter(
       "nvidia_dra_device_health_recoveries_total",
       "Devices whose XID or GPU-lost taint was removed after the health recovery quiet period.",
       {"device"});
-  p.undecodable = std::make_unique<k8s::UndecodableObjectsMetric>(&p.registry);
   return absl::OkStatus();
 }
 
@@ -281,9 +239,7 @@ absl::Status PluginApp::DiscoverDevices() {
     DRA_WARNING("no usable NVML: publishing no devices, serving unprepare only", "err",
                 discovered.status());
     p.degraded->WithLabels({"nvml"})->Set(1);
-    (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "NVMLUnavailable",
-                         std::string(discovered.status().message()), kPluginComponent,
-                         config_.node_name);
+    p.host->PostNodeEvent("Warning", "NVMLUnavailable", std::string(discovered.status().message()));
     return absl::OkStatus();
   }
   p.inventory = std::move(*discovered);
@@ -293,7 +249,7 @@ absl::Status PluginApp::DiscoverDevices() {
   }
   RETURN_IF_ERROR(SetUpFabricManager());
   if (!p.inventory.counter_sets.empty()) {
-    absl::StatusOr<std::string> version = p.client->GetRaw("/version");
+    absl::StatusOr<std::string> version = p.host->client()->GetRaw("/version");
     if (!version.ok()) return Annotate(version.status(), "read the API server's /version");
     ASSIGN_OR_RETURN(p.partitionable_layout, SliceLayoutFromVersionJson(*version));
     DRA_INFO("DynamicMIG: publishing partitionable devices", "counterSets",
@@ -305,9 +261,9 @@ absl::Status PluginApp::DiscoverDevices() {
   // Hardware that degraded the node (a lost GPU, a capacity NVML does not report): each was
   // logged by discovery; the Node event makes it visible to the cluster's operators.
   if (!p.inventory.left_out.empty()) {
-    (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "DevicesLeftOut",
-                         absl::StrCat("not published: ", absl::StrJoin(p.inventory.left_out, "; ")),
-                         kPluginComponent, config_.node_name);
+    p.host->PostNodeEvent(
+        "Warning", "DevicesLeftOut",
+        absl::StrCat("not published: ", absl::StrJoin(p.inventory.left_out, "; ")));
   }
   return absl::OkStatus();
 }
@@ -343,38 +299,20 @@ absl::Status PluginApp::SetUpFabricManager() {
 
 absl::Status PluginApp::OpenCheckpoint() {
   Parts& p = *parts_;
-  checkpoint::CheckpointOptions options;
+  kubeletplugin::PluginHost::CheckpointPolicy policy;
   // A corrupt checkpoint is replaced by an empty one; the records of claims still in use are then
   // rebuilt from their CDI specs and the API server (rebuild.h): at startup before serving
-  // (RebuildAfterCorruption), and at any later read by a cleanup pass started at once. The Node
-  // event says what came of it.
-  options.on_corruption = [this, &p](const checkpoint::CorruptionReport& r) {
-    p.corruptions->WithLabels({})->Inc();
-    if (!p.serving) return;  // the startup rebuild posts the event with its outcome
-    p.cleanup_now = true;
-    (void)k8s::PostEvent(
-        p.client.get(), p.node_ref, "Warning", "CheckpointCorrupt",
-        absl::StrCat("checkpoint ", r.path, " was corrupt (", r.reason, "); moved to ", r.moved_to,
-                     "; the records of claims still in use on this node are being rebuilt from "
-                     "their CDI specs and the API server by the cleanup"),
-        kPluginComponent, config_.node_name);
-  };
-  // A node switched from the Go driver: its checkpoint's claims are adopted (checkpoint.h A1-A5),
-  // so their containers keep their CDI specs and their unprepare undoes what the Go driver set.
-  options.convert_go_devices = GoDevicesConverter(p.inventory, config_.namespace_name);
-  options.on_adoption = [this, &p](const checkpoint::AdoptionReport& r) {
-    (void)k8s::PostEvent(
-        p.client.get(), p.node_ref, "Normal", "CheckpointAdopted",
-        absl::StrCat("adopted ", r.claims, " prepared claims (", r.started,
-                     " of them PrepareStarted) from the Go driver's checkpoint ", r.path,
-                     "; the Go driver's file is kept at ", r.kept_at, " for a rollback"),
-        kPluginComponent, config_.node_name);
-  };
+  // (RebuildFromCdiSpecs), and at any later read by a cleanup pass started at once.
+  policy.rebuild = [this] { return RebuildFromCdiSpecs(); };
+  policy.later_outcome =
+      "the records of claims still in use on this node are being rebuilt from their CDI specs and "
+      "the API server by the cleanup";
+  // A node switched from the Go driver: its checkpoint's claims are adopted.
+  policy.convert_go_devices = GoDevicesConverter(p.inventory, config_.namespace_name);
   // After a reboot the claims' CDI specs go with their records: nothing may be rebuilt from them
   // (rebuild.h), and the kubelet's prepare after the reboot writes them again.
-  options.on_reboot = RemoveClaimSpecsOnReboot(config_.cdi_root);
-  ASSIGN_OR_RETURN(p.checkpoint,
-                   checkpoint::Checkpoint::Open(p.plugin_dir, config_.boot_id_path, options));
+  policy.on_reboot = RemoveClaimSpecsOnReboot(config_.cdi_root);
+  ASSIGN_OR_RETURN(p.checkpoint, p.host->OpenCheckpoint(std::move(policy)));
   return absl::OkStatus();
 }
 
@@ -408,8 +346,9 @@ absl::Status PluginApp::BuildDeviceState() {
   p.time_slicing = std::make_unique<TimeSlicing>(p.nvidia_smi.get());
   // Also without the gate: unprepare stops the daemons a checkpoint records. Its API calls fail
   // fast like the claim GETs, inside the kubelet's timeouts.
-  p.mps = MpsDaemons::Real(MpsEnv(config_, p.plugin_dir, p.claim_client.get(), p.nvidia_smi.get()));
-  p.metadata = std::make_unique<DeviceMetadataFiles>(p.plugin_dir, config_.cdi_root);
+  p.mps = MpsDaemons::Real(
+      MpsEnv(config_, p.host->plugin_dir(), p.host->claim_client(), p.nvidia_smi.get()));
+  p.metadata = std::make_unique<DeviceMetadataFiles>(p.host->plugin_dir(), config_.cdi_root);
   if (p.vfio) p.vfio->SetPersistence(p.nvidia_smi.get());
   // DynamicMIG: one NVML session for the plugin's life (MIG changes go through it, serialized).
   if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kDynamicMIG) &&
@@ -420,7 +359,7 @@ absl::Status PluginApp::BuildDeviceState() {
     p.mig = std::make_unique<MigManager>(p.mig_session.get());
   }
   p.state = std::make_unique<DeviceState>(
-      p.inventory, p.cdi.get(), p.checkpoint.get(),
+      p.inventory, p.cdi.get(), p.checkpoint,
       DeviceState::Options{.pool_name = config_.node_name,
                            .gates = config_.gates,
                            .consumable_shares = p.shares,
@@ -433,40 +372,34 @@ absl::Status PluginApp::BuildDeviceState() {
                            .vfio = p.vfio ? &p.vfio->planning() : nullptr,
                            .fabric = p.fabric.get(),
                            .on_held_devices = OnHeldDevices()});
-  p.driver = std::make_unique<GpuDriver>(p.state.get(), p.plugin_dir, p.driver_metrics.get());
-  p.claim_api = ClaimApiFromClient(p.claim_client.get(), kDriverName, config_.node_name);
+  p.driver =
+      std::make_unique<GpuDriver>(p.state.get(), p.host->plugin_dir(), p.host->driver_metrics());
+  p.claim_api = ClaimApiFromClient(p.host->claim_client(), kDriverName, config_.node_name);
   return absl::OkStatus();
 }
 
-void PluginApp::RebuildAfterCorruption() {
+std::string PluginApp::RebuildFromCdiSpecs() {
   Parts& p = *parts_;
-  if (const auto& r = p.checkpoint->open_corruption()) {
-    absl::StatusOr<SpecReconciliation> rebuilt = ReconcileCdiSpecs(
-        *p.claim_api, *p.cdi, *p.checkpoint, *p.state, *p.driver, /*remove_orphans=*/false);
-    const std::string outcome =
-        rebuilt.ok() ? rebuilt->Summary(/*removed_orphans=*/false)
-                     : absl::StrCat("rebuilding from the CDI specs failed (",
-                                    rebuilt.status().message(), "); the cleanup tries again");
-    DRA_WARNING("checkpoint was corrupt; rebuilt what the CDI specs and the API server show",
-                "path", r->path, "movedTo", r->moved_to, "outcome", outcome);
-    (void)k8s::PostEvent(p.client.get(), p.node_ref, "Warning", "CheckpointCorrupt",
-                         absl::StrCat("checkpoint ", r->path, " was corrupt (", r->reason,
-                                      "); moved to ", r->moved_to, "; ", outcome),
-                         kPluginComponent, config_.node_name);
-  }
+  absl::StatusOr<SpecReconciliation> rebuilt = ReconcileCdiSpecs(
+      *p.claim_api, *p.cdi, *p.checkpoint, *p.state, *p.driver, /*remove_orphans=*/false);
+  return rebuilt.ok() ? rebuilt->Summary(/*removed_orphans=*/false)
+                      : absl::StrCat("rebuilding from the CDI specs failed (",
+                                     rebuilt.status().message(), "); the cleanup tries again");
+}
+
+void PluginApp::RecoverCheckpoint() {
+  Parts& p = *parts_;
+  p.host->FinishCheckpointRecovery();
   if (auto claims = p.checkpoint->List(); claims.ok()) {
     p.state->CountPreparedDevices(*claims);
     if (config_.device_status) RequeueDeviceStatus(*claims, *p.device_status);
   }
   p.driver->RefreshPreparedDevicesGauge();
-  p.serving = true;
 }
 
 absl::Status PluginApp::PublishSlices() {
   Parts& p = *parts_;
-  ASSIGN_OR_RETURN(p.publisher,
-                   kubeletplugin::SlicePublisher::Create(
-                       p.client.get(), {.driver = kDriverName, .node_name = config_.node_name}));
+  ASSIGN_OR_RETURN(p.publisher, p.host->CreatePublisher());
   // With NVMLDeviceHealthCheck, devices carry the taints their NVML events imply
   // (docs/compatibility.md "Device health") and the kubelet gets their health through the
   // DRAResourceHealth stream.

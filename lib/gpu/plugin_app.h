@@ -17,38 +17,17 @@
 #include "absl/time/time.h"
 #include "lib/common/feature_gates.h"
 #include "lib/common/signals.h"
+#include "lib/kubeletplugin/plugin_host.h"
 
 namespace dra::gpu {
 
-struct PluginConfig {
-  std::string node_name;
-  std::string namespace_name = "default";
-  // The plugins' DaemonSet in namespace_name: deleted (helm uninstall), the plugin removes its
-  // files at shutdown (lib/kubeletplugin/uninstall.h). Empty: it never does.
-  std::string daemonset_name;
-  std::string cdi_root = "/etc/cdi";
-  std::string nvidia_driver_root = "/";                // host view
-  std::string container_driver_root = "/driver-root";  // plugin view
-  std::string dev_root;                                // empty: derived from the driver root
-  std::string proc_root = "/proc";
-  // --alt-proc-devices-path: read instead of <proc_root>/devices; empty: that file.
-  std::string alt_proc_devices;
+// The gpu-kubelet-plugin's configuration: the flags both kubelet plugins have
+// (kubeletplugin::PluginHostConfig) and its own.
+struct PluginConfig : kubeletplugin::PluginHostConfig {
   std::string sys_root = "/sys";
   // --host-root: where the host's / is mounted (gate PassthroughSupport: its sysfs, IOMMU groups,
   // modules.alias; modprobe and fuser run chrooted into it). Must exist with the gate on.
   std::string host_root = "/host-root";
-  std::string kubelet_registrar_dir = "/var/lib/kubelet/plugins_registry";
-  std::string kubelet_plugins_dir = "/var/lib/kubelet/plugins";
-  std::string pod_uid;               // rolling-update socket names when set
-  std::string nvidia_cdi_hook_path;  // accepted for compatibility; no hook is used
-  int healthcheck_port = -1;
-  std::string http_endpoint;
-  std::string metrics_path = "/metrics";
-  std::string kubeconfig;
-  double kube_api_qps = 5;
-  int kube_api_burst = 10;
-  std::string boot_id_path = "/proc/sys/kernel/random/boot_id";
-  absl::Duration cleanup_interval = absl::Minutes(10);
   // disabled | memory | unlimited | N (api::ParseConsumableShares; not disabled needs the gate
   // ConsumableShares). Invalid values are a startup error.
   std::string consumable_shares = "disabled";
@@ -75,25 +54,26 @@ struct PluginConfig {
   // --claim-informer: prepare reads claims from kubeletplugin::ClaimCache (GET on a miss). Off by
   // default: the cache's watch carries every claim event of the cluster to every node.
   bool claim_informer = false;
-  const FeatureGates* gates = nullptr;
 };
 
-// The running plugin: every part it owns, started in the order of the numbered steps below by
-// Start() and stopped in the reverse order of their use by Stop(). One Start() step
-// each; a step that fails returns its error and the parts started before it are stopped by the
-// destructor.
+// The running plugin: a kubeletplugin::PluginHost (plugin_host.h: directories, API clients,
+// checkpoint policy, kubelet servers and registration, HTTP and health servers, cleanup thread,
+// stop order) and the GPU parts, started in the order of the numbered steps below by Start() and
+// stopped in the reverse order of their use by Stop(). A step that fails returns its error and
+// the parts started before it are stopped by the destructor.
 //
 // Thread-safety: Start and Stop from one thread; the parts run their own threads (the cleanup
-// thread is the app's own).
+// thread is the host's).
 class PluginApp {
  public:
   // `config` and `signals` must outlive the app.
   static absl::StatusOr<std::unique_ptr<PluginApp>> Start(const PluginConfig& config,
                                                           SignalHandler* signals);
   // Idempotent: the gRPC health port, the NVML health monitor, the kubelet servers (their sockets
-  // removed, so the kubelet sees the plugin leave), the slice publisher, the cleanup thread, the
-  // HTTP server. When the plugins' DaemonSet was deleted (an uninstall) and no claim is prepared,
-  // removes the driver's files: its CDI specs and its plugin directory.
+  // removed, so the kubelet sees the plugin leave), the claim cache, the device status queue
+  // (drained), the slice publisher, the cleanup thread, the HTTP server. When the plugins'
+  // DaemonSet was deleted (an uninstall) and no claim is prepared, removes the driver's files: its
+  // CDI specs and its plugin directory.
   void Stop();
   ~PluginApp();
 
@@ -101,23 +81,25 @@ class PluginApp {
   PluginApp& operator=(const PluginApp&) = delete;
 
  private:
-  struct Parts;  // everything the steps create, in creation order (plugin_app.cc)
+  struct Parts;  // everything the steps create, in creation order (plugin_app_parts.h)
   PluginApp(const PluginConfig& config, SignalHandler* signals);
 
-  absl::Status CheckConfig();         // 1: flags that must be right; SIGUSR2 stack dump
-  absl::Status ConnectToApiServer();  // 2: data and CDI directories, API clients, metrics
+  absl::Status CheckConfig();         // 1: flags that must be right; host step 1, SIGUSR2 dump
+  absl::Status ConnectToApiServer();  // 2: host step 2, the status client, the GPU metrics
   absl::Status DiscoverDevices();     // 3: driver root, NVML, inventory (degraded without)
-  absl::Status OpenCheckpoint();      // 4: boot ID, corruption and Go-driver adoption
+  absl::Status OpenCheckpoint();      // 4: host step 3, boot ID, Go-driver adoption
   // PassthroughSupport: DeviceState's on_held_devices (republishes); null without the gate.
   std::function<void(const std::set<std::string>&)> OnHeldDevices();
-  absl::Status BuildDeviceState();        // 5-6: CDI, time-slicing, MPS, DeviceState, GpuDriver
-  void RebuildAfterCorruption();          // 6: records of claims in use, after a corrupt file
-  absl::Status PublishSlices();           // 7: ResourceSlices (with health taints)
-  absl::Status ServeKubelet();            // 8: DRA socket, then the registration socket
-  void StartHealthMonitor();              // 9: gate NVMLDeviceHealthCheck
-  absl::Status ServeHttpAndHealthPort();  // 10: /metrics, /healthz, gRPC health port
-  void StartCleanup();                    // 10: the cleanup thread
-  void RemoveFilesIfUninstalled();        // in Stop
+  absl::Status BuildDeviceState();  // 5-6: CDI, time-slicing, MPS, DeviceState, GpuDriver
+  // 6: host step 4; after a corrupt file the records of claims in use are rebuilt
+  // (RebuildFromCdiSpecs); the prepared-device counts; device status requeued.
+  void RecoverCheckpoint();
+  std::string RebuildFromCdiSpecs();
+  absl::Status PublishSlices();  // 7: host step 5, ResourceSlices (with health taints)
+  absl::Status ServeKubelet();   // 8: host step 6, DRA socket, then the registration socket
+  void StartHealthMonitor();     // 9: gate NVMLDeviceHealthCheck
+  // 10: host steps 7 and 8: /metrics, /healthz, gRPC health port; the cleanup thread.
+  void StartCleanup();
   // Part of 3 (gate FabricManagerPartitioning, a fabric under --host-root): the FM library, its
   // partitions, and the partition attributes of the inventory (fabric_step.h).
   absl::Status SetUpFabricManager();

@@ -47,12 +47,9 @@
 #include "lib/k8s/wire_decode.h"
 #include "lib/kubeletplugin/claim_cache.h"
 #include "lib/kubeletplugin/claim_source.h"
-#include "lib/kubeletplugin/health_server.h"
+#include "lib/kubeletplugin/plugin_host.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
-#include "lib/kubeletplugin/uninstall.h"
-#include "lib/metrics/http_server.h"
-#include "lib/metrics/metrics_endpoint.h"
 #include "lib/nvml/nvml.h"
 
 namespace dra::gpu {
@@ -61,11 +58,10 @@ namespace dra::gpu {
 inline constexpr char kPluginComponent[] = "gpu-kubelet-plugin";
 
 struct PluginApp::Parts {
-  std::string plugin_dir;
+  // First, so that it goes last: the parts below use its clients, checkpoint and registry; its
+  // Stop releases the servers that point into the parts.
+  std::unique_ptr<kubeletplugin::PluginHost> host;
   api::ConsumableShares shares;
-  std::unique_ptr<k8s::Client> client;
-  // Claim reads inside kubelet calls: one retry, a 10 s request timeout.
-  std::unique_ptr<k8s::Client> claim_client;
   // Claim status writes (best effort): no retry, a short timeout, this driver's and node's field
   // manager.
   std::unique_ptr<k8s::Client> status_client;
@@ -76,14 +72,8 @@ struct PluginApp::Parts {
   // Device metadata files (gate DeviceMetadata); also without the gate, so that unprepare removes
   // those a record names.
   std::unique_ptr<DeviceMetadataFiles> metadata;
-  k8s::EventTarget node_ref;
-  metrics::Registry registry;
-  std::unique_ptr<DriverMetrics> driver_metrics;
   metrics::Family<metrics::Gauge>* degraded = nullptr;
-  metrics::Family<metrics::Counter>* corruptions = nullptr;
   metrics::Family<metrics::Counter>* health_recoveries = nullptr;
-  // nvidia_dra_undecodable_objects_total; after `registry`, so that it goes first.
-  std::unique_ptr<k8s::UndecodableObjectsMetric> undecodable;
   std::unique_ptr<driverroot::DriverRoot> root;
   Inventory inventory;
   // DynamicMIG with a counter set to publish: partitionable slices in this layout (by the API
@@ -100,11 +90,7 @@ struct PluginApp::Parts {
   std::unique_ptr<FabricPartitioning> fabric;
   mutable absl::Mutex held_mu;
   std::set<std::string> held ABSL_GUARDED_BY(held_mu);
-  // Set once the startup rebuild is done: a corruption found later asks the cleanup for a pass.
-  std::atomic<bool> serving{false};
-  std::atomic<bool> cleanup_now{false};
-  std::atomic<bool> stopping{false};  // ends the cleanup thread's wait
-  std::unique_ptr<checkpoint::Checkpoint> checkpoint;
+  checkpoint::Checkpoint* checkpoint = nullptr;  // the host's
   std::unique_ptr<ClaimCdi> cdi;
   std::unique_ptr<NvidiaSmi> nvidia_smi;
   std::unique_ptr<TimeSlicing> time_slicing;
@@ -112,17 +98,13 @@ struct PluginApp::Parts {
   std::unique_ptr<DeviceState> state;
   std::unique_ptr<GpuDriver> driver;
   std::unique_ptr<ClaimApi> claim_api;
-  std::unique_ptr<kubeletplugin::SlicePublisher> publisher;
+  kubeletplugin::SlicePublisher* publisher = nullptr;  // the host's
   std::unique_ptr<DeviceHealthTracker> health_tracker;
   // --claim-informer: prepare's claim reads from memory; outlives the server that asks it.
   std::unique_ptr<kubeletplugin::ClaimCache> claim_cache;
-  std::unique_ptr<kubeletplugin::PluginServer> server;
+  kubeletplugin::PluginServer* server = nullptr;  // the host's, until its Stop
   std::unique_ptr<DeviceHealthMonitor> health_monitor;
-  std::unique_ptr<metrics::HttpServer> http;
-  std::unique_ptr<kubeletplugin::HealthServer> health;
   std::unique_ptr<Cleanup> cleanup;
-  std::thread cleaner;
-  std::unique_ptr<kubeletplugin::UninstallWatch> uninstall;  // --daemonset-name set
 
   // The slices to publish: the inventory's devices, with the taints their health implies.
   kubeletplugin::DriverResources DesiredResources(const std::string& node_name) const {
