@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
   dra::webhook::WebhookMetrics metrics(&registry);
   dra::webhook::HttpsServerOptions options;
   options.address = "127.0.0.1:0";
-  auto server = dra::webhook::HttpsServer::Start(
+  auto server = dra::webhook::StartHttpsServer(
       options, certs->get(), dra::webhook::MakeWebhookHandler(&gates, &metrics));
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());

@@ -1,32 +1,30 @@
 #pragma once
 
-// A minimal HTTP/1.1 server for the operational endpoints of our daemons: /metrics, /healthz,
-// /readyz. Plain TCP, `Connection: close`, GET and HEAD only.
+// The operational endpoints of our daemons (/metrics, /healthz, /readyz): a handler per path over
+// the server core (lib/httpserver/server.h, which states the behaviour). Plain TCP,
+// `Connection: close`, GET and HEAD only (405 otherwise, 404 for other paths), no request bodies.
 //
 // Slow clients cannot stall it (a liveness probe must get through whatever else connects): one
-// thread runs an epoll loop over non-blocking sockets, so connections are served concurrently;
-// each connection has an overall deadline to deliver its request header (kRequestTimeout, from
-// accept) and one to take the response (kWriteTimeout), and is closed when it passes; at most
+// loop thread serves the connections concurrently; each connection has an overall deadline to
+// deliver its request header (kRequestTimeout, from accept; a partly received one gets a 408) and
+// one to take the response (kWriteTimeout), and is closed when it passes; at most
 // kMaxConnections are open, more are accepted and closed at once. A connection costs a socket,
-// about 270 bytes of bookkeeping and its request (at most 16 KiB, typically under 200 bytes) and
-// response while they are in flight: 1000 slow connections added 268 KiB to the test process.
+// a few hundred bytes of bookkeeping and its request (at most 16 KiB, typically under 200 bytes)
+// and response while they are in flight. Stop closes every connection at once.
 //
 // Thread-safety: handlers run on the server's own thread, one at a time, so a slow handler delays
 // the others (they are expected to take microseconds). Start/Stop from any one thread.
 
-#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
-#include <thread>
-#include <unordered_map>
-#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "lib/metrics/connection_metrics.h"
+#include "lib/httpserver/connection_metrics.h"
+#include "lib/httpserver/request.h"
+#include "lib/httpserver/server.h"
 #include "lib/metrics/metrics.h"
 
 namespace dra::metrics {
@@ -38,71 +36,47 @@ inline constexpr absl::Duration kRequestTimeout = absl::Seconds(5);
 inline constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
 // Open connections at most; 1000 slow clients leave room for the probes.
 inline constexpr int kMaxConnections = 2048;
+// The request header at most (431 beyond).
+inline constexpr size_t kMaxRequestBytes = size_t{16} << 10;
 
-struct HttpResponse {
-  int code = 200;
-  std::string content_type = "text/plain; charset=utf-8";
-  std::string body;
-};
+using httpserver::ConnectionMetrics;
+using httpserver::ConnectionPhase;
+using httpserver::HttpResponse;
 
 using HttpHandler = std::function<HttpResponse()>;
 
 struct HttpServerOptions {
   // ":port" (all interfaces, IPv6 and IPv4), "host:port" (IPv4) or "[v6]:port"; port 0 picks a
-  // free port. See Listen() in lib/metrics/listen.h.
+  // free port. See Listen() in lib/httpserver/listen.h.
   std::string address;
   absl::Duration request_timeout = kRequestTimeout;
   absl::Duration write_timeout = kWriteTimeout;
   int max_connections = kMaxConnections;
-  // Connection metrics (connection_metrics.h) are registered here when set.
+  // Connection metrics (lib/httpserver/connection_metrics.h) are registered here when set.
   Registry* registry = nullptr;
   std::string metrics_prefix = "nvidia_dra_http_endpoint";
 };
 
 class HttpServer {
  public:
+  // `handlers` by path (without the query string).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
       HttpServerOptions options, std::map<std::string, HttpHandler> handlers);
   // Start({.address = address}, handlers).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
       const std::string& address, std::map<std::string, HttpHandler> handlers);
-  ~HttpServer();  // Stop()
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Closes the listener and every connection; idempotent.
-  void Stop();
-  int port() const { return port_; }
-  const ConnectionMetrics& connection_metrics() const { return metrics_; }
+  void Stop() { server_->Stop(); }
+  int port() const { return server_->port(); }
+  const ConnectionMetrics& connection_metrics() const { return server_->connection_metrics(); }
 
  private:
-  using Clock = std::chrono::steady_clock;
-  struct Conn;
+  explicit HttpServer(std::unique_ptr<httpserver::Server> server) : server_(std::move(server)) {}
 
-  HttpServer(HttpServerOptions options, std::map<std::string, HttpHandler> handlers, int listen_fd,
-             int port, int epoll_fd, int wake_fd);
-  void Loop();
-  void Accept();
-  void OnReadable(Conn* c);
-  void OnWritable(Conn* c);
-  void Answer(Conn* c);
-  void SetDeadline(Conn* c, Clock::time_point deadline);
-  void Close(Conn* c);
-
-  const HttpServerOptions options_;
-  const std::map<std::string, HttpHandler> handlers_;
-  ConnectionMetrics metrics_;
-  int listen_fd_;
-  const int port_;
-  const int epoll_fd_;
-  const int wake_fd_;  // eventfd, readable once Stop begins
-  std::thread thread_;
-
-  // Owned by the loop thread.
-  std::unordered_map<int, std::unique_ptr<Conn>> conns_;  // by socket
-  std::set<std::pair<Clock::time_point, int>> deadlines_;
-  bool accepting_ = true;
-  Clock::time_point accept_resume_;  // after running out of file descriptors
+  std::unique_ptr<httpserver::Server> server_;
 };
 
 }  // namespace dra::metrics

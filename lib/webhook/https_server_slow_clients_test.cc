@@ -83,7 +83,7 @@ class HttpsServerSlowClientsTest : public ::testing::Test {
 
   void StartServer(HttpsServerOptions options) {
     options.registry = &registry_;
-    auto server = HttpsServer::Start(options, certs_.get(), MakeWebhookHandler(&gates_, &metrics_));
+    auto server = StartHttpsServer(options, certs_.get(), MakeWebhookHandler(&gates_, &metrics_));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -266,7 +266,7 @@ TEST_F(HttpsServerSlowClientsTest, StalledHandshakesAreClosedAtTheirDeadline) {
     EXPECT_GE(eof.count(), 0) << "a stalled handshake was not closed";
     ::close(fd);
   }
-  EXPECT_EQ(server_->connection_metrics().timed_out(metrics::ConnectionPhase::kHandshake),
+  EXPECT_EQ(server_->connection_metrics().timed_out(httpserver::ConnectionPhase::kHandshake),
             kStalled);
 }
 

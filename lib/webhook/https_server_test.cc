@@ -89,7 +89,7 @@ class HttpsServerTest : public ::testing::Test {
     certs_ = *std::move(certs);
     options.address = "127.0.0.1:0";
     if (handler == nullptr) handler = MakeWebhookHandler(&gates_, &metrics_);
-    auto server = HttpsServer::Start(options, certs_.get(), std::move(handler));
+    auto server = StartHttpsServer(options, certs_.get(), std::move(handler));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -545,7 +545,7 @@ TEST_F(HttpsServerTest, BudgetBelowOneLargestRequestIsRefused) {
   options.address = "127.0.0.1:0";
   options.max_buffered_request_bytes = options.max_body_bytes;  // no room for the header
   auto server =
-      HttpsServer::Start(options, certs->get(), [](const HttpRequest&) { return HttpResponse{}; });
+      StartHttpsServer(options, certs->get(), [](const HttpRequest&) { return HttpResponse{}; });
   ASSERT_FALSE(server.ok());
   EXPECT_THAT(server.status().message(), HasSubstr("below one largest request"));
 }

@@ -42,17 +42,6 @@ const char kTls12CipherList[] =
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 
-std::string TakeOpenSslErrors(const std::string& fallback) {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? fallback : out;
-}
-
 absl::StatusOr<std::shared_ptr<SSL_CTX>> NewServerContext(const std::string& cert_file,
                                                           const std::string& key_file) {
   ERR_clear_error();

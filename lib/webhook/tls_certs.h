@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "lib/httpserver/tls_transport.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
@@ -80,8 +81,7 @@ extern const char kTls12CipherList[];
 absl::StatusOr<std::shared_ptr<SSL_CTX>> NewServerContext(const std::string& cert_file,
                                                           const std::string& key_file);
 
-// The OpenSSL error queue as one string ("error:0A000086:SSL routines::certificate verify
-// failed; ..."), emptied; `fallback` when the queue is empty.
-std::string TakeOpenSslErrors(const std::string& fallback = "unknown error");
+// The OpenSSL error queue as one string (lib/httpserver/tls_transport.h).
+using httpserver::TakeOpenSslErrors;
 
 }  // namespace dra::webhook

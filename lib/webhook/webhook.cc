@@ -122,7 +122,7 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
   options.registry = &registry;  // nvidia_dra_webhook_connections_*, _request_buffer_*
   options.max_buffered_request_bytes = static_cast<size_t>(config.max_buffered_request_bytes);
   absl::StatusOr<std::unique_ptr<HttpsServer>> server =
-      HttpsServer::Start(options, certs->get(), MakeWebhookHandler(config.gates, &metrics));
+      StartHttpsServer(options, certs->get(), MakeWebhookHandler(config.gates, &metrics));
   if (!server.ok()) return Annotate(server.status(), "--port");
   DRA_INFO("webhook serving", "address", options.address, "port", (*server)->port(), "path",
            kValidatePath);

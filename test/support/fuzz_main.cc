@@ -1,7 +1,7 @@
 // The libFuzzer entry point of one named fuzz target, a function void(const uint8_t*, size_t),
 // chosen at build time (cmake/fuzz.cmake, dra_fuzzer):
-//   DRA_FUZZ_TARGET=dra::webhook::fuzz::HttpRequest
-//   DRA_FUZZ_TARGET_HEADER="lib/webhook/fuzz_targets.h"   (declares it)
+//   DRA_FUZZ_TARGET=dra::httpserver::fuzz::HttpRequest
+//   DRA_FUZZ_TARGET_HEADER="lib/httpserver/fuzz_targets.h"   (declares it)
 // The same function is replayed by its library's unit test (test/support/fuzz_corpus.h,
 // ReplayAndMutate). Only built with -DDRA_FUZZ=ON (the check preset).
 

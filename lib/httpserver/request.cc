@@ -1,4 +1,4 @@
-#include "lib/webhook/https_request.h"
+#include "lib/httpserver/request.h"
 
 #include <vector>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace dra::webhook {
+namespace dra::httpserver {
 namespace {
 
 ParsedRequest Error(int code, std::string body) {
@@ -123,4 +123,4 @@ ParsedRequest ParseHttpRequest(absl::string_view buf, size_t max_header, size_t 
   return p;
 }
 
-}  // namespace dra::webhook
+}  // namespace dra::httpserver

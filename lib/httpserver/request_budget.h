@@ -1,11 +1,11 @@
 #pragma once
 
-// The memory the webhook's HTTPS server may hold in request buffers, all connections together.
-// Each connection caps its own request (header and body: HttpsServerOptions::max_header_bytes,
+// The memory a server (server.h) may hold in request buffers, all connections together. Each
+// connection caps its own request (header and body: ServerOptions::max_header_bytes,
 // max_body_bytes), but 2048 connections each sending a 3 MiB body would be 6 GiB; a connection
 // takes the bytes its request buffer is sized for from this budget before it grows the buffer,
 // and gives them back when the buffer is freed. A request whose buffer does not fit is answered
-// 503 and its connection closed (HttpsConnection), so the process stays within its memory limit
+// 503 and its connection closed (Connection), so the process stays within its memory limit
 // while the others are served.
 //
 //   RequestBudget budget(64 << 20, &registry, "nvidia_dra_webhook");
@@ -26,7 +26,7 @@
 
 #include "lib/metrics/metrics.h"
 
-namespace dra::webhook {
+namespace dra::httpserver {
 
 class RequestBudget {
  public:
@@ -55,4 +55,4 @@ class RequestBudget {
   metrics::Counter* refused_;
 };
 
-}  // namespace dra::webhook
+}  // namespace dra::httpserver

@@ -1,19 +1,14 @@
-#include "lib/webhook/https_connection.h"
+#include "lib/httpserver/connection.h"
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
-#include "lib/webhook/https_request.h"
 
-namespace dra::webhook {
+namespace dra::httpserver {
 namespace {
 
 constexpr size_t kReadChunk = 16 << 10;
@@ -26,38 +21,36 @@ constexpr size_t kKeptResponseBytes = 2 << 10;
 // bytes); they cost at most this per connection. Larger ones (a denial listing thousands of
 // configs) are held until the client takes them, so they count.
 constexpr size_t kUncountedResponseBytes = 1 << 10;
-// The first TLS record: content type handshake, and at most 2^14 bytes plus the expansion TLS
-// allows (RFC 8446 5.2: a ClientHello is plaintext, so 2^14 suffices; 2048 more is lenient).
-constexpr unsigned char kTlsHandshakeRecord = 0x16;
-constexpr size_t kMaxTlsRecordBytes = (16 << 10) + 2048;
-
 // The 503 body when a request or response does not fit in the budget.
-std::string OverBudgetMessage(size_t limit) {
-  return absl::StrCat("the webhook's buffers for requests and responses are full (at most ", limit,
-                      " bytes across all connections, --max-buffered-request-bytes); retry\n");
+std::string OverBudgetMessage(const ServerOptions& options, size_t limit) {
+  return absl::StrCat("the ", options.budget_owner,
+                      "'s buffers for requests and responses are full (at most ", limit,
+                      " bytes across all connections, ", options.budget_setting, "); retry\n");
 }
 
-HttpsConnection::Clock::duration ToChrono(absl::Duration d) {
-  return std::chrono::duration_cast<HttpsConnection::Clock::duration>(absl::ToChronoNanoseconds(d));
+Connection::Clock::duration ToChrono(absl::Duration d) {
+  return std::chrono::duration_cast<Connection::Clock::duration>(absl::ToChronoNanoseconds(d));
 }
 
 }  // namespace
 
-HttpsConnection::HttpsConnection(int fd, std::shared_ptr<SSL_CTX> ctx, Env env,
-                                 Clock::time_point now)
-    : fd_(fd),
-      ctx_(std::move(ctx)),
-      env_(env),
-      deadline_(now + ToChrono(env.options->handshake_timeout)) {}
-
-HttpsConnection::~HttpsConnection() {
-  env_.budget->Release(buf_reserved_ + out_reserved_);
-  if (ssl_ != nullptr) SSL_free(ssl_);
-  ::close(fd_);
-  ERR_clear_error();
+Connection::Connection(int fd, std::unique_ptr<Transport> transport, Env env, Clock::time_point now)
+    : fd_(fd), transport_(std::move(transport)), env_(env) {
+  if (transport_->has_handshake()) {
+    deadline_ = now + ToChrono(env.options->handshake_timeout);
+  } else {
+    state_ = State::kRequest;  // a new connection exists to send a request: no idle wait
+    deadline_ = now + ToChrono(env.options->request_timeout);
+  }
 }
 
-void HttpsConnection::Advance(Clock::time_point now, std::string* scratch) {
+Connection::~Connection() {
+  env_.budget->Release(buf_reserved_ + out_reserved_);
+  transport_.reset();  // before the socket it works on closes
+  ::close(fd_);
+}
+
+void Connection::Advance(Clock::time_point now, std::string* scratch) {
   while (true) {
     bool progressed = false;
     switch (state_) {
@@ -78,74 +71,29 @@ void HttpsConnection::Advance(Clock::time_point now, std::string* scratch) {
   }
 }
 
-bool HttpsConnection::WaitOrFail(int ret, const char* what) {
-  int err = SSL_get_error(ssl_, ret);
-  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-    want_write_ = err == SSL_ERROR_WANT_WRITE;
+bool Connection::WaitOrFail(Transport::Io io) {
+  if (io == Transport::Io::kWantRead || io == Transport::Io::kWantWrite) {
+    want_write_ = io == Transport::Io::kWantWrite;
     return true;
   }
-  // The peer closed or reset the connection, or spoke something other than TLS.
-  DRA_VLOG(4, "https connection closed", "during", what, "err",
-           TakeOpenSslErrors("connection closed"));
-  state_ = State::kDone;
+  state_ = State::kDone;  // the transport logged why
   return false;
 }
 
-bool HttpsConnection::ClientHelloArrived(std::string* scratch) {
-  unsigned char header[5];
-  ssize_t n = ::recv(fd_, header, sizeof(header), MSG_PEEK);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
-  if (n <= 0) {  // closed or reset before a ClientHello
-    state_ = State::kDone;
-    return false;
-  }
-  if (n < static_cast<ssize_t>(sizeof(header))) return false;
-  size_t length = (size_t{header[3]} << 8) | header[4];
-  if (header[0] != kTlsHandshakeRecord || length > kMaxTlsRecordBytes) {
-    DRA_VLOG(4, "https connection closed: not a TLS handshake", "firstByte", int{header[0]},
-             "recordLength", length);
-    state_ = State::kDone;
-    return false;
-  }
-  scratch->resize(sizeof(header) + length);
-  n = ::recv(fd_, scratch->data(), scratch->size(), MSG_PEEK);
-  return n == static_cast<ssize_t>(scratch->size());
-}
-
-bool HttpsConnection::Handshake(Clock::time_point now, std::string* scratch) {
-  if (ssl_ == nullptr) {
-    if (!ClientHelloArrived(scratch)) return false;
-    ssl_ = SSL_new(ctx_.get());  // holds its own reference to the context
-    ctx_.reset();
-    if (ssl_ == nullptr) {
-      DRA_WARNING("https server: SSL_new failed", "err", TakeOpenSslErrors());
-      state_ = State::kDone;
-      return false;
-    }
-    // Partial writes and a moving buffer: out_ is resent from where the last write stopped.
-    // Released buffers: an idle connection does not keep 34 KiB of record buffers.
-    SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                           SSL_MODE_RELEASE_BUFFERS);
-    // One read(2) per request, not two per TLS record (its 5-byte header, then the rest): OpenSSL
-    // reads what the socket holds into its buffer. Records left in that buffer are not seen by
-    // epoll, so whoever stops reading before SSL_read says WANT_READ checks SSL_has_pending.
-    SSL_set_read_ahead(ssl_, 1);
-    SSL_set_fd(ssl_, fd_);
-    SSL_set_accept_state(ssl_);
-  }
-  int r = SSL_do_handshake(ssl_);
-  if (r == 1) {
+bool Connection::Handshake(Clock::time_point now, std::string* scratch) {
+  Transport::Io io = transport_->Handshake(scratch);
+  if (io == Transport::Io::kOk) {
     want_write_ = false;
     state_ = State::kRequest;  // a new connection exists to send a request: no idle wait
     deadline_ = now + ToChrono(env_.options->request_timeout);
     return true;
   }
-  WaitOrFail(r, "handshake");
+  WaitOrFail(io);
   return false;
 }
 
-bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
-  const HttpsServerOptions& opt = *env_.options;
+bool Connection::ReadRequest(Clock::time_point now, std::string* scratch) {
+  const ServerOptions& opt = *env_.options;
   ParsedRequest p = ParseHttpRequest(buf_, opt.max_header_bytes, opt.max_body_bytes);
   size_t read_size = kReadChunk;
   switch (p.state) {
@@ -156,7 +104,8 @@ bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
     case ParsedRequest::State::kComplete: {
       HttpResponse resp = (*env_.handler)(p.request);
       request_size_ = p.size;
-      bool close = !p.keep_alive || env_.stopping->load(std::memory_order_relaxed);
+      bool close =
+          !opt.keep_alive || !p.keep_alive || env_.stopping->load(std::memory_order_relaxed);
       Respond(resp.code, resp.content_type, resp.body, close, p.request.method == "HEAD", now);
       return true;
     }
@@ -185,8 +134,9 @@ bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
     return false;
   }
   scratch->resize(kReadChunk);
-  int n = SSL_read(ssl_, scratch->data(), static_cast<int>(read_size));
-  if (n > 0) {
+  size_t n = 0;
+  Transport::Io io = transport_->Read(scratch->data(), read_size, &n);
+  if (io == Transport::Io::kOk) {
     if (!ReserveRequest(buf_.size() + n, /*exact=*/false)) {
       RefuseOverBudget(now);
       return true;
@@ -199,11 +149,11 @@ bool HttpsConnection::ReadRequest(Clock::time_point now, std::string* scratch) {
     buf_.append(scratch->data(), n);
     return true;
   }
-  WaitOrFail(n, "read");
+  WaitOrFail(io);
   return false;
 }
 
-bool HttpsConnection::ReserveRequest(size_t bytes, bool exact) {
+bool Connection::ReserveRequest(size_t bytes, bool exact) {
   if (bytes <= buf_reserved_) return true;
   // While the request's size is unknown (its header), the buffer doubles.
   size_t target = exact || buf_reserved_ == 0 ? bytes : std::max(bytes, 2 * buf_reserved_);
@@ -217,25 +167,26 @@ bool HttpsConnection::ReserveRequest(size_t bytes, bool exact) {
   return true;
 }
 
-void HttpsConnection::FreeRequest() {
+void Connection::FreeRequest() {
   buf_ = std::string();
   env_.budget->Release(buf_reserved_);
   buf_reserved_ = 0;
 }
 
-void HttpsConnection::RefuseOverBudget(Clock::time_point now) {
+void Connection::RefuseOverBudget(Clock::time_point now) {
   FreeRequest();
-  Respond(503, "text/plain; charset=utf-8", OverBudgetMessage(env_.budget->limit()),
+  Respond(503, "text/plain; charset=utf-8", OverBudgetMessage(*env_.options, env_.budget->limit()),
           /*close=*/true, /*head=*/false, now);
 }
 
-void HttpsConnection::Respond(int code, absl::string_view content_type, absl::string_view body,
-                              bool close, bool head, Clock::time_point now) {
+void Connection::Respond(int code, absl::string_view content_type, absl::string_view body,
+                         bool close, bool head, Clock::time_point now) {
   if (!head && body.size() > kUncountedResponseBytes) {
     if (env_.budget->TryAcquire(body.size())) {
       out_reserved_ = body.size();
     } else {
-      Respond(503, "text/plain; charset=utf-8", OverBudgetMessage(env_.budget->limit()),
+      Respond(503, "text/plain; charset=utf-8",
+              OverBudgetMessage(*env_.options, env_.budget->limit()),
               /*close=*/true, /*head=*/false, now);
       return;
     }
@@ -251,12 +202,12 @@ void HttpsConnection::Respond(int code, absl::string_view content_type, absl::st
   deadline_ = now + ToChrono(env_.options->write_timeout);
 }
 
-bool HttpsConnection::Write(Clock::time_point now) {
+bool Connection::Write(Clock::time_point now) {
   while (written_ < out_.size()) {
-    int len = static_cast<int>(std::min<size_t>(out_.size() - written_, INT_MAX));
-    int n = SSL_write(ssl_, out_.data() + written_, len);
-    if (n <= 0) {
-      WaitOrFail(n, "write");
+    size_t n = 0;
+    Transport::Io io = transport_->Write(out_.data() + written_, out_.size() - written_, &n);
+    if (io != Transport::Io::kOk) {
+      WaitOrFail(io);
       return false;
     }
     written_ += n;
@@ -272,8 +223,7 @@ bool HttpsConnection::Write(Clock::time_point now) {
       state_ = State::kRequest;
       return true;
     case AfterWrite::kClose:
-      SSL_shutdown(ssl_);  // close_notify, best effort: the socket closes next
-      ERR_clear_error();
+      transport_->Shutdown();  // best effort: the socket closes next
       state_ = State::kDone;
       return false;
     case AfterWrite::kNextRequest:
@@ -288,12 +238,12 @@ bool HttpsConnection::Write(Clock::time_point now) {
     deadline_ = now + ToChrono(env_.options->idle_timeout);
     // The client waits for this response before it sends the next request (the API server does
     // not pipeline): wait for the socket instead of a read(2) that would find nothing, unless
-    // OpenSSL already holds bytes of a next request.
+    // the transport already holds bytes of a next request.
     if (env_.stopping->load(std::memory_order_relaxed)) {
       OnStop();
       return false;
     }
-    return SSL_has_pending(ssl_) == 1;
+    return transport_->HasPending();
   } else {
     state_ = State::kRequest;  // pipelined: the next request has begun
     deadline_ = now + ToChrono(env_.options->request_timeout);
@@ -301,17 +251,17 @@ bool HttpsConnection::Write(Clock::time_point now) {
   return true;
 }
 
-metrics::ConnectionPhase HttpsConnection::Expire() {
-  metrics::ConnectionPhase phase = metrics::ConnectionPhase::kRequest;
+ConnectionPhase Connection::Expire() {
+  ConnectionPhase phase = ConnectionPhase::kRequest;
   switch (state_) {
     case State::kHandshake:
-      phase = metrics::ConnectionPhase::kHandshake;
+      phase = ConnectionPhase::kHandshake;
       break;
     case State::kIdle:
-      phase = metrics::ConnectionPhase::kIdle;
+      phase = ConnectionPhase::kIdle;
       break;
     case State::kWriting:
-      phase = metrics::ConnectionPhase::kWrite;
+      phase = ConnectionPhase::kWrite;
       break;
     case State::kRequest:
     case State::kDone:
@@ -324,22 +274,19 @@ metrics::ConnectionPhase HttpsConnection::Expire() {
                                      "\r\nContent-Type: text/plain; charset=utf-8\r\n"
                                      "Content-Length: ",
                                      kBody.size(), "\r\nConnection: close\r\n\r\n", kBody);
-    SSL_write(ssl_, reply.data(), static_cast<int>(reply.size()));
-    ERR_clear_error();
+    size_t n = 0;
+    transport_->Write(reply.data(), reply.size(), &n);
   }
   state_ = State::kDone;
   return phase;
 }
 
-void HttpsConnection::OnStop() {
+void Connection::OnStop() {
   bool idle = state_ == State::kHandshake || state_ == State::kIdle ||
               (state_ == State::kRequest && buf_.empty());
   if (!idle) return;  // a request in flight finishes; its response says Connection: close
-  if (state_ != State::kHandshake) {
-    SSL_shutdown(ssl_);
-    ERR_clear_error();
-  }
+  if (state_ != State::kHandshake) transport_->Shutdown();
   state_ = State::kDone;
 }
 
-}  // namespace dra::webhook
+}  // namespace dra::httpserver

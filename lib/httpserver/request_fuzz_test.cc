@@ -1,21 +1,22 @@
-// Replays lib/webhook/fuzz_corpus_http_request/ through the HTTP request fuzz target
+// Replays lib/httpserver/fuzz_corpus_http_request/ through the HTTP request fuzz target
 // (fuzz_targets.h), then a fixed-seed mutation run over it (test/support/fuzz_corpus.h). A crash or
 // an invariant violation aborts this test. For a longer local run:
-//   DRA_FUZZ_ITERATIONS=1000000 DRA_FUZZ_SEED=7 build/check/lib/webhook/webhook_fuzz_replay_test
+//   DRA_FUZZ_ITERATIONS=1000000 DRA_FUZZ_SEED=7
+//   build/check/lib/httpserver/httpserver_fuzz_replay_test
 
 #include <string>
 
 #include "gtest/gtest.h"
-#include "lib/webhook/fuzz_targets.h"
-#include "lib/webhook/https_request.h"
+#include "lib/httpserver/fuzz_targets.h"
+#include "lib/httpserver/request.h"
 #include "test/support/fuzz_corpus.h"
 
-namespace dra::webhook::fuzz {
+namespace dra::httpserver::fuzz {
 namespace {
 
 TEST(WebhookHttpRequestFuzzTest, CorpusAndMutations) {
   dra::testing::FuzzReplay replay;
-  replay.corpus = "lib/webhook/fuzz_corpus_http_request";
+  replay.corpus = "lib/httpserver/fuzz_corpus_http_request";
   replay.tokens = {"\r\n",
                    "\r\n\r\n",
                    "\n",
@@ -48,4 +49,4 @@ TEST(WebhookHttpRequestFuzzTest, HeaderOverTheLimitIsRefusedInOneRead) {
 }
 
 }  // namespace
-}  // namespace dra::webhook::fuzz
+}  // namespace dra::httpserver::fuzz

@@ -1,7 +1,7 @@
 #pragma once
 
-// Connection metrics of a server (the metrics/healthz server, the webhook), registered under a
-// prefix:
+// Connection metrics of a server (server.h: the metrics/health endpoints, the webhook), registered
+// under a prefix:
 //   <prefix>_connections_open                 gauge    connections accepted and not yet closed
 //   <prefix>_connections_rejected_total       counter  accepted and closed at once: at the limit
 //   <prefix>_connections_timed_out_total      counter  closed by the server when a deadline
@@ -14,7 +14,7 @@
 
 #include "lib/metrics/metrics.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 
 enum class ConnectionPhase { kHandshake, kRequest, kIdle, kWrite };
 
@@ -22,7 +22,7 @@ class ConnectionMetrics {
  public:
   // `registry` null: counted but not exposed (tests, servers without a registry). `registry`
   // must outlive this.
-  ConnectionMetrics(Registry* registry, const std::string& prefix);
+  ConnectionMetrics(metrics::Registry* registry, const std::string& prefix);
 
   void Opened() { open_->Inc(); }
   void Closed() { open_->Dec(); }
@@ -37,12 +37,12 @@ class ConnectionMetrics {
 
  private:
   // Series of the registry's families, or of these when there is no registry.
-  Family<Gauge> own_open_{"", "", {}};
-  Family<Counter> own_rejected_{"", "", {}};
-  Family<Counter> own_timed_out_{"", "", {"phase"}};
-  Gauge* open_;
-  Counter* rejected_;
-  Counter* timed_out_[4];
+  metrics::Family<metrics::Gauge> own_open_{"", "", {}};
+  metrics::Family<metrics::Counter> own_rejected_{"", "", {}};
+  metrics::Family<metrics::Counter> own_timed_out_{"", "", {"phase"}};
+  metrics::Gauge* open_;
+  metrics::Counter* rejected_;
+  metrics::Counter* timed_out_[4];
 };
 
-}  // namespace dra::metrics
+}  // namespace dra::httpserver

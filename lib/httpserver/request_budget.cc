@@ -1,6 +1,6 @@
-#include "lib/webhook/request_budget.h"
+#include "lib/httpserver/request_budget.h"
 
-namespace dra::webhook {
+namespace dra::httpserver {
 
 RequestBudget::RequestBudget(size_t limit, metrics::Registry* registry, const std::string& prefix)
     : limit_(limit) {
@@ -39,4 +39,4 @@ void RequestBudget::Release(size_t bytes) {
   bytes_->Dec(static_cast<double>(bytes));
 }
 
-}  // namespace dra::webhook
+}  // namespace dra::httpserver

@@ -1,18 +1,13 @@
 #pragma once
 
-// One TLS connection of the webhook's server, driven by an event loop over a non-blocking
-// socket: handshake, then requests until the peer closes, an error, a deadline, a request
-// without keep-alive, or Stop. Never blocks: each step that needs the socket says which
-// readiness it waits for (wanted_events) and until when (deadline).
-//
-// The SSL object is made once the client's first TLS record (its ClientHello) has fully arrived:
-// until then the bytes stay in the socket (peeked, not read) and the connection waits
-// edge-triggered for more, so a client that sends nothing or drips its ClientHello costs no
-// OpenSSL memory (about 45 KiB per connection in the handshake otherwise).
+// One connection of the server core (server.h), driven by an event loop over a non-blocking
+// socket: the transport's handshake (TLS; none for plain TCP), then requests until the peer
+// closes, an error, a deadline, a request without keep-alive (or a server without it), or Stop.
+// Never blocks: each step that needs the socket says which readiness it waits for
+// (wanted_events) and until when (deadline).
 //
 // Thread-safety: owned and used by one loop thread.
 
-#include <openssl/ssl.h>
 #include <sys/epoll.h>
 
 #include <atomic>
@@ -20,43 +15,46 @@
 #include <memory>
 #include <string>
 
-#include "lib/metrics/connection_metrics.h"
-#include "lib/webhook/https_server.h"
-#include "lib/webhook/request_budget.h"
+#include "lib/httpserver/connection_metrics.h"
+#include "lib/httpserver/request.h"
+#include "lib/httpserver/request_budget.h"
+#include "lib/httpserver/server.h"
+#include "lib/httpserver/transport.h"
 
-namespace dra::webhook {
+namespace dra::httpserver {
 
-class HttpsConnection {
+class Connection {
  public:
   using Clock = std::chrono::steady_clock;
 
   // What the connection needs from its server; all outlive it.
   struct Env {
-    const HttpsServerOptions* options;
-    const HttpsHandler* handler;
+    const ServerOptions* options;
+    const HttpHandler* handler;
     const std::atomic<bool>* stopping;
     // Shared by the server's connections: the request buffer and the response being written
     // take their bytes from it (request_budget.h).
     RequestBudget* budget;
   };
 
-  // Takes `fd` (non-blocking). The handshake deadline starts at `now`.
-  HttpsConnection(int fd, std::shared_ptr<SSL_CTX> ctx, Env env, Clock::time_point now);
-  ~HttpsConnection();  // frees the SSL object, closes the socket
-  HttpsConnection(const HttpsConnection&) = delete;
-  HttpsConnection& operator=(const HttpsConnection&) = delete;
+  // Takes `fd` (non-blocking); `transport` works on it. The first deadline (the handshake's, or
+  // the first request's without one) starts at `now`.
+  Connection(int fd, std::unique_ptr<Transport> transport, Env env, Clock::time_point now);
+  ~Connection();  // frees the transport, closes the socket
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
   // Makes all the progress the socket allows. `scratch`: the loop's read buffer.
   void Advance(Clock::time_point now, std::string* scratch);
   // The deadline passed: answers 408 to a partly received request (best effort, one write
   // attempt) and is done. Returns the phase that ran out of time.
-  metrics::ConnectionPhase Expire();
+  ConnectionPhase Expire();
   // Stop began: done at once in the handshake or between requests.
   void OnStop();
 
   bool done() const { return state_ == State::kDone; }
   uint32_t wanted_events() const {
-    if (ssl_ == nullptr) return EPOLLIN | EPOLLET;  // peeking: wake up for new bytes only
+    if (transport_->peeking()) return EPOLLIN | EPOLLET;  // wake up for new bytes only
     return want_write_ ? EPOLLOUT : EPOLLIN;
   }
   Clock::time_point deadline() const { return deadline_; }
@@ -68,16 +66,15 @@ class HttpsConnection {
   enum class AfterWrite { kReadBody, kNextRequest, kClose };
 
   // Each returns false when the connection must wait for the socket (or is done).
-  // True once the first TLS record is in the socket; done when it cannot be a ClientHello.
-  bool ClientHelloArrived(std::string* scratch);
   bool Handshake(Clock::time_point now, std::string* scratch);
   bool ReadRequest(Clock::time_point now, std::string* scratch);
   bool Write(Clock::time_point now);
   // Queues a response and switches to writing.
   void Respond(int code, absl::string_view content_type, absl::string_view body, bool close,
                bool head, Clock::time_point now);
-  // Handles an SSL_* result <= 0: sets want_write_ and returns true to wait, or is done.
-  bool WaitOrFail(int ret, const char* what);
+  // Handles a transport result other than kOk: sets want_write_ and returns true to wait, or is
+  // done.
+  bool WaitOrFail(Transport::Io io);
   // Sizes buf_ to hold `bytes` without reallocating (exactly, or with room to grow when
   // `exact` is false), taking the growth from the budget. False when it does not fit: buf_ is
   // unchanged.
@@ -88,9 +85,8 @@ class HttpsConnection {
   void RefuseOverBudget(Clock::time_point now);
 
   const int fd_;
-  std::shared_ptr<SSL_CTX> ctx_;  // until the SSL object exists
+  std::unique_ptr<Transport> transport_;
   const Env env_;
-  SSL* ssl_ = nullptr;
   State state_ = State::kHandshake;
   AfterWrite after_write_ = AfterWrite::kNextRequest;
   bool want_write_ = false;
@@ -104,4 +100,4 @@ class HttpsConnection {
   size_t out_reserved_ = 0;  // budget bytes held for out_
 };
 
-}  // namespace dra::webhook
+}  // namespace dra::httpserver

@@ -1,4 +1,4 @@
-#include "lib/metrics/listen.h"
+#include "lib/httpserver/listen.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/status.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 namespace {
 
 absl::Status ParseAddress(const std::string& address, sockaddr_storage* out, socklen_t* len) {
@@ -98,4 +98,4 @@ absl::StatusOr<Listener> Listen(const std::string& address) {
   return l;
 }
 
-}  // namespace dra::metrics
+}  // namespace dra::httpserver

@@ -1,7 +1,7 @@
 #pragma once
 
-// Listening TCP sockets for our servers (the metrics/healthz server, the webhook): address
-// parsing and a dual-stack listener.
+// Listening TCP sockets for the server core (server.h; the metrics/health endpoints, the webhook):
+// address parsing and a dual-stack listener.
 //
 // Thread-safety: free functions, thread-safe.
 
@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 
 // The backlog of every listener: the most the kernel allows (net.core.somaxconn caps it).
 // Connections beyond a server's own limit are accepted and closed, not left in the backlog.
@@ -28,4 +28,4 @@ struct Listener {
 // Port 0 picks a free port. Errors name the address and what is allowed.
 absl::StatusOr<Listener> Listen(const std::string& address);
 
-}  // namespace dra::metrics
+}  // namespace dra::httpserver

@@ -3,10 +3,10 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "lib/webhook/fuzz_targets.h"
-#include "lib/webhook/https_request.h"
+#include "lib/httpserver/fuzz_targets.h"
+#include "lib/httpserver/request.h"
 
-namespace dra::webhook::fuzz {
+namespace dra::httpserver::fuzz {
 namespace {
 
 [[noreturn]] void Violation(const char* what) {
@@ -87,4 +87,4 @@ void HttpRequest(const uint8_t* data, size_t size) {
   }
 }
 
-}  // namespace dra::webhook::fuzz
+}  // namespace dra::httpserver::fuzz

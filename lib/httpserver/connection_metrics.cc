@@ -1,11 +1,11 @@
-#include "lib/metrics/connection_metrics.h"
+#include "lib/httpserver/connection_metrics.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 
-ConnectionMetrics::ConnectionMetrics(Registry* registry, const std::string& prefix) {
-  Family<Gauge>* open = &own_open_;
-  Family<Counter>* rejected = &own_rejected_;
-  Family<Counter>* timed_out = &own_timed_out_;
+ConnectionMetrics::ConnectionMetrics(metrics::Registry* registry, const std::string& prefix) {
+  metrics::Family<metrics::Gauge>* open = &own_open_;
+  metrics::Family<metrics::Counter>* rejected = &own_rejected_;
+  metrics::Family<metrics::Counter>* timed_out = &own_timed_out_;
   if (registry != nullptr) {
     open = registry->AddGauge(prefix + "_connections_open",
                               "Connections accepted and not yet closed.", {});
@@ -27,4 +27,4 @@ ConnectionMetrics::ConnectionMetrics(Registry* registry, const std::string& pref
   timed_out_[static_cast<int>(ConnectionPhase::kWrite)] = timed_out->WithLabels({"write"});
 }
 
-}  // namespace dra::metrics
+}  // namespace dra::httpserver
