@@ -294,14 +294,6 @@ record_starts() {
     "$SOAK_DIR/pods.json" >>"$SOAK_DIR/starts"
 }
 
-# The pid of node $1's gpu-kubelet-plugin process, from the host (its NODE_NAME).
-plugin_pid() {
-  local p
-  for p in $(pgrep -f "(^|/)gpu-kubelet-plugin( |\$)"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "NODE_NAME=$1" && { echo "$p"; return 0; }
-  done
-  return 1
-}
 # One round of kills: kill -9 (a crash: no shutdown code runs) of the plugin process of one random
 # node or, in half of the rounds (with two nodes and $2 > 1 kills left), of both nodes in random
 # order 0-0.9 s apart, the second while the first restarts. The churn pauses at the first kill

@@ -302,15 +302,20 @@ restart_plugin() {
   kubectl -n "$DRIVER_NS" delete pod "$old" --wait=true --timeout=60s >/dev/null
   wait_plugin_ready "$1" "$old"
 }
+# The pid of node $1's gpu-kubelet-plugin process, from the host (its NODE_NAME).
+plugin_pid() {
+  local p
+  for p in $(pgrep -f "(^|/)gpu-kubelet-plugin( |\$)"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "NODE_NAME=$1" && { echo "$p"; return 0; }
+  done
+  return 1
+}
 # kill_plugin <node>: SIGKILL to the plugin process, from the host (a crash: no shutdown code
 # runs). The kubelet restarts the container in the same pod. Returns when it is Ready again.
 kill_plugin() {
-  local n=$1 before p pid=
+  local n=$1 before pid
   before=$(plugin_restarts "$n")
-  for p in $(pgrep -f "(^|/)gpu-kubelet-plugin( |\$)"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "NODE_NAME=$n" && pid=$p
-  done
-  [[ -n $pid ]] || { echo "no gpu-kubelet-plugin process of $n found" >&2; return 1; }
+  pid=$(plugin_pid "$n") || { echo "no gpu-kubelet-plugin process of $n found" >&2; return 1; }
   kill -9 "$pid"
   wait_for 90 "the kubelet to restart the plugin container on $n" eval '(( $(plugin_restarts '"$n"') > before ))'
   wait_plugin_ready "$n"
