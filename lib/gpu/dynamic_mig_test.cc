@@ -24,6 +24,7 @@
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mig_manager.h"
 #include "lib/gpu/partitionable_slices.h"
+#include "lib/gpu/vfio_claim.h"
 #include "lib/nvml/nvml.h"
 #include "test/doubles/testing/mock_driver_root.h"
 
@@ -195,6 +196,52 @@ TEST_F(DynamicMigTest, SplitAndCombinedSlicesInAnnouncementOrder) {
   ASSERT_EQ(c[0].shared_counters.size(), 1u);
   EXPECT_EQ(c[0].shared_counters[0].name, "gpu-0-counter-set");
   EXPECT_EQ(c[0].devices.size(), 26u);
+}
+
+// PassthroughSupport beside DynamicMIG: a GPU's VFIO device consumes its whole counter set, so
+// the scheduler sees it and the GPU's MIG devices as one GPU; in the combined layout its slice
+// carries that set even where no full GPU is announced (Ampere with MIG on).
+TEST_F(DynamicMigTest, VfioDeviceConsumesTheWholeGpusCounters) {
+  Init("a100-mig-4x");
+  ASSERT_EQ(inventory_.Find("gpu-3"), nullptr);
+  std::vector<VfioDevice> vfio;
+  for (const char* mig : {"gpu-0-mig-7g40gb-0-0", "gpu-3-mig-7g40gb-0-0"}) {
+    VfioDevice v;
+    v.pci.bus_id = Device(mig).gpu.pci_bus_id;
+    v.device.name = VfioDeviceName(vfio.size());
+    v.device.type = DeviceType::kVfio;
+    v.device.gpu.pci_bus_id = v.pci.bus_id;
+    v.device.published.name = v.device.name;
+    vfio.push_back(std::move(v));
+  }
+  AddVfioDevices(inventory_, std::move(vfio), nullptr);
+  for (const auto& [vfio_name, set_name] : std::map<std::string, std::string>{
+           {"gpu-vfio-0", "gpu-0-counter-set"}, {"gpu-vfio-1", "gpu-3-counter-set"}}) {
+    const auto& consumes = Device(vfio_name).published.consumes_counters;
+    ASSERT_EQ(consumes.size(), 1u) << vfio_name;
+    EXPECT_EQ(consumes[0].counter_set, set_name);
+    const k8s::CounterSet* set = nullptr;
+    for (const k8s::CounterSet& s : inventory_.counter_sets) {
+      if (s.name == set_name) set = &s;
+    }
+    ASSERT_NE(set, nullptr);
+    ASSERT_EQ(consumes[0].counters.size(), set->counters.size());
+    for (const auto& [key, counter] : set->counters) {
+      EXPECT_EQ(consumes[0].counters.at(key).value.ToString(), counter.value.ToString()) << key;
+    }
+  }
+  auto combined = BuildPartitionableResources(inventory_, "node1", {}, SliceLayout::kCombined);
+  for (const auto& slice : combined.pools.at("node1").slices) {
+    bool has_vfio_3 = false;
+    for (const auto& d : slice.devices) has_vfio_3 |= d.name == "gpu-vfio-1";
+    if (!has_vfio_3) continue;
+    ASSERT_EQ(slice.shared_counters.size(), 1u);
+    EXPECT_EQ(slice.shared_counters[0].name, "gpu-3-counter-set");
+  }
+  // The health check's paused GPUs: GPU 3 (no full GPU device) is found through a MIG device's
+  // parent; a held full GPU is no VFIO device.
+  EXPECT_EQ(VfioHeldGpus(inventory_, {"gpu-vfio-1", "gpu-0-mig-7g40gb-0-0"}),
+            std::set<std::string>{Device("gpu-3-mig-7g40gb-0-0").gpu.uuid});
 }
 
 MigInfo Spec(const AllocatableDevice& d) { return *d.mig; }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -68,8 +70,18 @@ kubeletplugin::DriverResources BuildPartitionableResources(const Inventory& inve
                      });
     kubeletplugin::SliceContent slice;
     if (layout == SliceLayout::kCombined) {
-      auto it = sets.find(CounterSetName(devices.front()->gpu.minor));
-      if (it != sets.end()) slice.shared_counters.push_back(*it->second);
+      // The set its devices consume (by name: a VFIO device has no GPU minor of its own).
+      std::set<std::string> consumed;
+      for (const AllocatableDevice* d : devices) {
+        for (const k8s::DeviceCounterConsumption& c : d->published.consumes_counters) {
+          consumed.insert(c.counter_set);
+        }
+      }
+      for (const std::string& name : consumed) {
+        if (auto it = sets.find(name); it != sets.end()) {
+          slice.shared_counters.push_back(*it->second);
+        }
+      }
     }
     for (const AllocatableDevice* d : devices) {
       if (slice.devices.size() == kMaxDevicesPerSlice) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "lib/common/status.h"
@@ -16,9 +17,25 @@ void AddVfioDevices(Inventory& inventory, std::vector<VfioDevice> vfio, VfioPlan
       static_mig_gpus.insert(d.gpu.pci_bus_id);
     }
   }
+  // DynamicMIG: a GPU's counter set by its PCI bus id (from the devices that consume it).
+  std::map<std::string, const k8s::CounterSet*> counters_by_bus_id;
+  for (const AllocatableDevice& d : inventory.devices) {
+    for (const k8s::DeviceCounterConsumption& c : d.published.consumes_counters) {
+      for (const k8s::CounterSet& set : inventory.counter_sets) {
+        if (set.name == c.counter_set) counters_by_bus_id.emplace(d.gpu.pci_bus_id, &set);
+      }
+    }
+  }
   for (VfioDevice& v : vfio) {
     if (static_mig_gpus.contains(v.pci.bus_id)) continue;
     if (planning != nullptr) planning->devices[v.device.name] = v.pci;
+    if (auto it = counters_by_bus_id.find(v.pci.bus_id); it != counters_by_bus_id.end()) {
+      // The whole GPU: the scheduler cannot allocate it together with any of its MIG devices.
+      k8s::DeviceCounterConsumption all;
+      all.counter_set = it->second->name;
+      all.counters = it->second->counters;
+      v.device.published.consumes_counters = {std::move(all)};
+    }
     inventory.devices.push_back(std::move(v.device));
   }
   std::sort(inventory.devices.begin(), inventory.devices.end(),
@@ -42,6 +59,34 @@ std::set<std::string> RecordedDeviceNames(const checkpoint::ClaimMap& claims) {
         PreparedDevicesFromJson(claim.prepared_devices);
     if (!devices.ok()) continue;
     for (const PreparedDevice& p : *devices) out.insert(p.device);
+  }
+  return out;
+}
+
+namespace {
+
+// A device on nvidia of the GPU at `bus_id` (its full GPU, else one of its MIG devices, whose gpu
+// is the parent): null when NVML has none.
+const AllocatableDevice* NvidiaDeviceAt(const Inventory& inventory, const std::string& bus_id) {
+  const AllocatableDevice* found = nullptr;
+  for (const AllocatableDevice& d : inventory.devices) {
+    if (d.type == DeviceType::kVfio || d.gpu.pci_bus_id != bus_id || d.gpu.uuid.empty()) continue;
+    if (d.type == DeviceType::kGpu) return &d;
+    if (found == nullptr) found = &d;
+  }
+  return found;
+}
+
+}  // namespace
+
+std::set<std::string> VfioHeldGpus(const Inventory& inventory, const std::set<std::string>& held) {
+  std::set<std::string> out;
+  for (const std::string& name : held) {
+    const AllocatableDevice* d = inventory.Find(name);
+    if (d == nullptr || d->type != DeviceType::kVfio) continue;
+    if (const AllocatableDevice* gpu = NvidiaDeviceAt(inventory, d->gpu.pci_bus_id)) {
+      out.insert(gpu->gpu.uuid);
+    }
   }
   return out;
 }
@@ -157,8 +202,8 @@ absl::StatusOr<VfioTarget> VfioTargetOf(const Inventory& inventory, const VfioPl
   std::string root = planning.host_driver_root;
   if (root.empty() || root.back() != '/') root += '/';
   std::string node = root + "dev/nvidia-unknown";
-  const std::string sibling = VfioSibling(inventory, name);
-  if (const AllocatableDevice* gpu = inventory.Find(sibling); gpu != nullptr) {
+  // The full GPU, or with DynamicMIG on a GPU announced without one, a MIG device's parent.
+  if (const AllocatableDevice* gpu = NvidiaDeviceAt(inventory, it->second.bus_id)) {
     node = absl::StrCat(root, "dev/nvidia", gpu->gpu.minor);
   }
   return VfioTarget{.bus_id = it->second.bus_id,

@@ -38,7 +38,9 @@ struct VfioPlanning {
 // Adds the VFIO devices to `inventory` (kept sorted by name), except those whose GPU is announced
 // through static MIG devices (the Go driver's vfioEnabled=false), and records each added one's
 // PCI facts in `planning` (when not null). A VFIO device without an NVML GPU (already on
-// vfio-pci) is added.
+// vfio-pci) is added. DynamicMIG: the VFIO device of a GPU with a counter set consumes all of it,
+// like the full GPU, so that the scheduler never allocates it beside one of the GPU's MIG
+// devices (KEP-4815 shared counters).
 void AddVfioDevices(Inventory& inventory, std::vector<VfioDevice> vfio, VfioPlanning* planning);
 
 // The device of the other type with the same PCI bus id (gpu <-> vfio); empty when none.
@@ -47,6 +49,11 @@ std::string VfioSibling(const Inventory& inventory, const std::string& name);
 // The names of the devices recorded by any claim of `claims`, in any state (a PrepareStarted VFIO
 // claim may have unbound its GPU already). Unreadable records are skipped.
 std::set<std::string> RecordedDeviceNames(const checkpoint::ClaimMap& claims);
+
+// The NVML UUIDs of the GPUs whose VFIO devices are in `held` (bound to vfio-pci, or about to
+// be, or not yet back on nvidia): the device health check does not watch them. A GPU is found by
+// its PCI bus id among the full GPU and MIG devices; one without an NVML GPU has no UUID.
+std::set<std::string> VfioHeldGpus(const Inventory& inventory, const std::set<std::string>& held);
 
 // `inventory` without the siblings of the devices in `held`: what the slice announces.
 Inventory WithoutHeldSiblings(const Inventory& inventory, const std::set<std::string>& held);
@@ -84,7 +91,8 @@ std::unique_ptr<PlanStep> VfioCdiEditsStep(
     std::shared_ptr<std::map<std::string, cdi::ContainerEdits>> edits);
 
 // The bind target of VFIO device `name` for prepare: its bus id, vfio module, and the nvidia
-// device node of its GPU (its sibling's minor; /dev/nvidia-unknown without an NVML GPU, which
+// device node of its GPU (the minor of the GPU at its bus id, announced as a full GPU or through
+// its dynamic MIG devices; /dev/nvidia-unknown without an NVML GPU, which
 // only matters for a GPU not on nvidia, where the unbind step has nothing to wait for).
 absl::StatusOr<VfioTarget> VfioTargetOf(const Inventory& inventory, const VfioPlanning& planning,
                                         const std::string& name);
