@@ -1,5 +1,6 @@
 #include "lib/gpu/device_health.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -215,26 +216,60 @@ std::map<DevicePlacement, std::string> DevicePlacements(const Inventory& invento
   return out;
 }
 
+std::map<DynamicMigPlacement, std::string> DynamicMigPlacements(const Inventory& inventory) {
+  std::map<DynamicMigPlacement, std::string> out;
+  for (const AllocatableDevice& d : inventory.devices) {
+    if (d.type == DeviceType::kMig && d.mig && d.mig->dynamic) {
+      out[{d.mig->parent_uuid, d.mig->gi_profile_id, d.mig->placement_start}] = d.name;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> MonitoredDevices(const Inventory& inventory) {
+  std::set<std::string> names;
+  for (const auto& [placement, name] : DevicePlacements(inventory)) names.insert(name);
+  for (const auto& [placement, name] : DynamicMigPlacements(inventory)) names.insert(name);
+  return {names.begin(), names.end()};
+}
+
+namespace {
+
+absl::Status RegisterGpu(const nvml::Session& session, nvml::EventSet& events,
+                         const std::string& uuid) {
+  ASSIGN_OR_RETURN(nvml::Device device, session.DeviceByUuid(uuid));
+  ASSIGN_OR_RETURN(uint64_t supported, device.SupportedEventTypes());
+  if ((supported & kMonitoredEvents) == 0) {
+    return absl::UnimplementedError("the GPU reports none of the XID and ECC events");
+  }
+  return events.Register(device, supported & kMonitoredEvents);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> DeviceHealthMonitor::Start(
     const nvml::Nvml* nvml, const Inventory& inventory, DeviceHealthTracker* tracker,
     OnChange on_change, Options options) {
   std::map<DevicePlacement, std::string> placements = DevicePlacements(inventory);
+  std::map<DynamicMigPlacement, std::string> dynamic = DynamicMigPlacements(inventory);
   std::map<std::string, std::vector<std::string>> by_gpu;
   for (const auto& [placement, name] : placements) by_gpu[std::get<0>(placement)].push_back(name);
+  for (const auto& [placement, name] : dynamic) by_gpu[std::get<0>(placement)].push_back(name);
+  const std::set<std::string> paused =
+      options.paused_gpus ? options.paused_gpus() : std::set<std::string>{};
 
   ASSIGN_OR_RETURN(nvml::Session session, nvml->Open());
   ASSIGN_OR_RETURN(nvml::EventSet events, session.CreateEventSet());
   bool changed = false;
+  std::set<std::string> unregistered;
   for (auto it = by_gpu.begin(); it != by_gpu.end();) {
     const std::string& uuid = it->first;
-    absl::Status s = [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(nvml::Device device, session.DeviceByUuid(uuid));
-      ASSIGN_OR_RETURN(uint64_t supported, device.SupportedEventTypes());
-      if ((supported & kMonitoredEvents) == 0) {
-        return absl::UnimplementedError("the GPU reports none of the XID and ECC events");
-      }
-      return events.Register(device, supported & kMonitoredEvents);
-    }();
+    if (paused.contains(uuid)) {  // on vfio-pci, NVML may not see it: registered once resumed
+      unregistered.insert(uuid);
+      ++it;
+      continue;
+    }
+    absl::Status s = RegisterGpu(session, events, uuid);
     if (s.ok()) {
       ++it;
       continue;
@@ -243,9 +278,11 @@ absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> DeviceHealthMonitor::Start(
     changed |= tracker->OnUnmonitored(it->second, std::string(s.message()), options.clock->Now());
     it = by_gpu.erase(it);
   }
-  std::unique_ptr<DeviceHealthMonitor> monitor(
-      new DeviceHealthMonitor(std::move(session), std::move(events), std::move(placements),
-                              std::move(by_gpu), tracker, std::move(on_change), options));
+  std::unique_ptr<DeviceHealthMonitor> monitor(new DeviceHealthMonitor(
+      std::move(session), std::move(events), std::move(placements), std::move(dynamic),
+      std::move(by_gpu), tracker, std::move(on_change), options));
+  monitor->unregistered_ = std::move(unregistered);
+  monitor->last_paused_ = paused;
   if (changed && monitor->on_change_) monitor->on_change_();
   monitor->thread_ = std::thread([m = monitor.get()] { m->Loop(); });
   return monitor;
@@ -253,11 +290,13 @@ absl::StatusOr<std::unique_ptr<DeviceHealthMonitor>> DeviceHealthMonitor::Start(
 
 DeviceHealthMonitor::DeviceHealthMonitor(
     nvml::Session session, nvml::EventSet events, std::map<DevicePlacement, std::string> placements,
+    std::map<DynamicMigPlacement, std::string> dynamic,
     std::map<std::string, std::vector<std::string>> devices_by_gpu, DeviceHealthTracker* tracker,
     OnChange on_change, Options options)
     : session_(std::move(session)),
       events_(std::move(events)),
       placements_(std::move(placements)),
+      dynamic_(std::move(dynamic)),
       devices_by_gpu_(std::move(devices_by_gpu)),
       tracker_(tracker),
       on_change_(std::move(on_change)),
@@ -277,6 +316,74 @@ std::vector<std::string> DeviceHealthMonitor::AllDevices() const {
   return all;
 }
 
+std::set<std::string> DeviceHealthMonitor::Paused() const {
+  return options_.paused_gpus ? options_.paused_gpus() : std::set<std::string>{};
+}
+
+bool DeviceHealthMonitor::RegisterResumed(const std::set<std::string>& paused) {
+  bool changed = false;
+  for (const std::string& uuid : last_paused_) {
+    if (paused.contains(uuid) || !devices_by_gpu_.contains(uuid)) continue;
+    // Back from vfio-pci: its events again (a registration from before the bind may be stale).
+    absl::Status s = RegisterGpu(session_, events_, uuid);
+    const bool never_registered = unregistered_.erase(uuid) > 0;
+    if (s.ok()) {
+      DRA_INFO("device health: watching the GPU again", "gpu", uuid);
+    } else if (never_registered) {
+      DRA_WARNING("GPU health is not monitored", "gpu", uuid, "err", s);
+      changed |= tracker_->OnUnmonitored(devices_by_gpu_.at(uuid), std::string(s.message()),
+                                         options_.clock->Now());
+    } else {
+      DRA_WARNING(
+          "device health: registering the GPU's events again failed; keeping the earlier "
+          "registration",
+          "gpu", uuid, "err", s);
+    }
+  }
+  for (const std::string& uuid : paused) {
+    if (!last_paused_.contains(uuid) && devices_by_gpu_.contains(uuid)) {
+      DRA_INFO("device health: not watching the GPU while it is bound to vfio-pci", "gpu", uuid);
+    }
+  }
+  last_paused_ = paused;
+  return changed;
+}
+
+std::string DeviceHealthMonitor::DeviceOfEvent(const std::string& uuid, uint32_t gi,
+                                               uint32_t ci) const {
+  if (auto it = placements_.find({uuid, gi, ci}); it != placements_.end()) return it->second;
+  if (dynamic_.empty() || gi == kNoInstance) return "";
+  absl::StatusOr<nvml::GpuInstanceInfo> info = [&]() -> absl::StatusOr<nvml::GpuInstanceInfo> {
+    ASSIGN_OR_RETURN(nvml::Device gpu, session_.DeviceByUuid(uuid));
+    ASSIGN_OR_RETURN(nvml::GpuInstance instance, gpu.GpuInstanceById(gi));
+    return instance.Info();
+  }();
+  if (!info.ok()) {
+    DRA_VLOG(4, "device health: the event's GPU instance is not readable", "gpu", uuid, "gi", gi,
+             "err", info.status());
+    return "";
+  }
+  auto it = dynamic_.find({uuid, info->profile_id, info->placement.start});
+  return it == dynamic_.end() ? "" : it->second;
+}
+
+std::vector<std::string> DeviceHealthMonitor::LostDevices(
+    const std::set<std::string>& paused) const {
+  std::vector<std::string> out;
+  for (const auto& [uuid, names] : devices_by_gpu_) {
+    if (paused.contains(uuid)) continue;
+    if (!paused.empty()) {
+      absl::Status s = [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(nvml::Device gpu, session_.DeviceByUuid(uuid));
+        return gpu.Memory().status();
+      }();
+      if (s.ok()) continue;
+    }
+    out.insert(out.end(), names.begin(), names.end());
+  }
+  return out;
+}
+
 void DeviceHealthMonitor::Loop() {
   if (devices_by_gpu_.empty()) {
     DRA_INFO("device health: no GPU to monitor");
@@ -287,14 +394,18 @@ void DeviceHealthMonitor::Loop() {
       static_cast<unsigned int>(absl::ToInt64Milliseconds(options_.wait_timeout));
   while (!stop_.HasBeenNotified()) {
     // Before every wait, so also after one that timed out: at most wait_timeout late.
-    CheckRecovery();
+    if (RegisterResumed(Paused()) && on_change_) on_change_();
+    CheckRecovery(last_paused_);
     absl::StatusOr<nvml::Event> event = events_.Wait(timeout_ms);
     bool changed = false;
+    // Asked again: a GPU may have gone to vfio-pci during the wait.
+    const std::set<std::string> paused = Paused();
     if (!event.ok()) {
       if (nvml::IsNvmlError(event.status(), nvml::ReturnCode::kTimeout)) continue;
       if (nvml::IsNvmlError(event.status(), nvml::ReturnCode::kGpuIsLost)) {
-        DRA_WARNING("device health: a GPU is lost; marking every device", "err", event.status());
-        changed = tracker_->OnGpuLost(AllDevices(), options_.clock->Now());
+        DRA_WARNING("device health: a GPU is lost; marking every device of a GPU that fails", "err",
+                    event.status(), "pausedGpus", paused.size());
+        changed = tracker_->OnGpuLost(LostDevices(paused), options_.clock->Now());
       } else {
         // Other errors are transient as far as anyone knows; do not spin on them.
         DRA_VLOG(4, "device health: event wait failed", "err", event.status());
@@ -306,15 +417,17 @@ void DeviceHealthMonitor::Loop() {
       DRA_WARNING("device health: the event's GPU has no UUID; treating every GPU as lost", "err",
                   uuid.status());
       changed = tracker_->OnGpuLost(AllDevices(), options_.clock->Now());
-    } else if (auto it =
-                   placements_.find({*uuid, event->gpu_instance_id, event->compute_instance_id});
-               it == placements_.end()) {
+    } else if (paused.contains(*uuid)) {
+      DRA_VLOG(2, "device health: ignoring an event of a GPU bound to vfio-pci", "gpu", *uuid,
+               "xid", event->data);
+    } else if (const std::string device =
+                   DeviceOfEvent(*uuid, event->gpu_instance_id, event->compute_instance_id);
+               device.empty()) {
       DRA_VLOG(4, "device health: event for no published device", "gpu", *uuid, "gi",
                event->gpu_instance_id, "ci", event->compute_instance_id, "xid", event->data);
     } else {
-      DRA_WARNING("device health: XID event", "device", it->second, "gpu", *uuid, "xid",
-                  event->data);
-      changed = tracker_->OnXid(it->second, event->data, options_.clock->Now());
+      DRA_WARNING("device health: XID event", "device", device, "gpu", *uuid, "xid", event->data);
+      changed = tracker_->OnXid(device, event->data, options_.clock->Now());
     }
     if (changed && on_change_) on_change_();
   }
@@ -322,9 +435,8 @@ void DeviceHealthMonitor::Loop() {
 
 absl::Status DeviceHealthMonitor::Probe(const std::string& device) const {
   if (options_.probe) return options_.probe(device);
-  for (const auto& [placement, name] : placements_) {
-    if (name != device) continue;
-    const std::string& uuid = std::get<0>(placement);
+  for (const auto& [uuid, names] : devices_by_gpu_) {
+    if (std::find(names.begin(), names.end(), device) == names.end()) continue;
     ASSIGN_OR_RETURN(nvml::Device gpu, session_.DeviceByUuid(uuid));
     ASSIGN_OR_RETURN(std::string got, gpu.Uuid());
     if (got != uuid) {
@@ -335,8 +447,14 @@ absl::Status DeviceHealthMonitor::Probe(const std::string& device) const {
   return absl::NotFoundError(absl::StrCat("device ", device, " is not monitored"));
 }
 
-void DeviceHealthMonitor::CheckRecovery() {
+void DeviceHealthMonitor::CheckRecovery(const std::set<std::string>& paused) {
   for (const std::string& device : tracker_->RecoveryDue(options_.clock->Now())) {
+    const bool on_paused_gpu = std::any_of(paused.begin(), paused.end(), [&](const auto& uuid) {
+      auto it = devices_by_gpu_.find(uuid);
+      return it != devices_by_gpu_.end() &&
+             std::find(it->second.begin(), it->second.end(), device) != it->second.end();
+    });
+    if (on_paused_gpu) continue;  // recovered once it is back and answers
     if (absl::Status s = Probe(device); !s.ok()) {
       DRA_VLOG(2, "device health: recovery check failed; the device stays unhealthy", "device",
                device, "err", s);

@@ -3,8 +3,9 @@
 // Device health from NVML events (docs/compatibility.md "Device health", feature gate
 // NVMLDeviceHealthCheck).
 //
-// DeviceHealthTracker is the state: for every monitored device (full GPUs and static MIG
-// devices), its device taints and its health as the kubelet's DRAResourceHealth stream reports it.
+// DeviceHealthTracker is the state: for every monitored device (full GPUs, static MIG devices and,
+// with DynamicMIG, every MIG device prepare may create), its device taints and its health as the
+// kubelet's DRAResourceHealth stream reports it.
 //   XID event, XID not ignored   taint gpu.nvidia.com/xid=<xid>:NoSchedule   Unhealthy
 //   XID event, XID ignored       taint gpu.nvidia.com/xid=<xid>:None         unchanged
 //   GPU lost                     taint gpu.nvidia.com/gpu-lost:NoSchedule     Unhealthy
@@ -20,6 +21,11 @@
 //
 // DeviceHealthMonitor is the event loop: one thread with its own NVML session, registering the
 // XID and ECC events of every GPU that backs a device and feeding what it sees to the tracker.
+// An event of a dynamic MIG device (created at prepare, so its instance ids are not known at
+// startup) is matched by its GPU instance's profile and placement, read from NVML when the event
+// comes. A GPU that Options::paused_gpus names (bound to vfio-pci for a passthrough claim) is not
+// watched: its events and its recovery checks are skipped, a lost-GPU error marks only the other
+// GPUs that fail a query, and once it leaves the set its events are registered again.
 //
 // Thread-safety: DeviceHealthTracker's methods may be called from any thread.
 // DeviceHealthMonitor: Start/Stop from one thread; the callback runs on the monitor thread.
@@ -119,6 +125,12 @@ class DeviceHealthTracker {
 using DevicePlacement = std::tuple<std::string, uint32_t, uint32_t>;
 // Full GPUs and static MIG devices of `inventory` by placement (other types are not monitored).
 std::map<DevicePlacement, std::string> DevicePlacements(const Inventory& inventory);
+// A dynamic MIG device's place on its GPU: (GPU UUID, GPU instance profile id, placement start).
+using DynamicMigPlacement = std::tuple<std::string, uint32_t, uint32_t>;
+// The dynamic MIG devices of `inventory` (DynamicMIG) by that place.
+std::map<DynamicMigPlacement, std::string> DynamicMigPlacements(const Inventory& inventory);
+// The names of every device the health check watches: those of both maps above, in name order.
+std::vector<std::string> MonitoredDevices(const Inventory& inventory);
 
 class DeviceHealthMonitor {
  public:
@@ -131,6 +143,9 @@ class DeviceHealthMonitor {
     std::function<absl::Status(const std::string& device)> probe;
     // Called on the monitor thread for each recovered device, after the change is reported.
     std::function<void(const std::string& device, absl::Duration unhealthy_for)> on_recovered;
+    // The UUIDs of the GPUs not to watch now (PassthroughSupport: bound to vfio-pci, or about to
+    // be); asked at Start, before every wait and for every event. Empty: none.
+    std::function<std::set<std::string>()> paused_gpus;
   };
   // Called after every change of the tracker's state.
   using OnChange = std::function<void()>;
@@ -150,18 +165,33 @@ class DeviceHealthMonitor {
  private:
   DeviceHealthMonitor(nvml::Session session, nvml::EventSet events,
                       std::map<DevicePlacement, std::string> placements,
+                      std::map<DynamicMigPlacement, std::string> dynamic,
                       std::map<std::string, std::vector<std::string>> devices_by_gpu,
                       DeviceHealthTracker* tracker, OnChange on_change, Options options);
   void Loop();
   // Re-checks the devices due for recovery and recovers those that pass.
-  void CheckRecovery();
+  void CheckRecovery(const std::set<std::string>& paused);
+  std::set<std::string> Paused() const;
+  // Registers the events of the GPUs that left the paused set since the last call (on the monitor
+  // thread); a GPU whose registration fails becomes unmonitored. True when the tracker changed.
+  bool RegisterResumed(const std::set<std::string>& paused);
+  // The device of an XID event: a static placement, else a dynamic MIG device found by its GPU
+  // instance's profile and placement; empty when the event backs no published device.
+  std::string DeviceOfEvent(const std::string& uuid, uint32_t gi, uint32_t ci) const;
+  // The devices to mark lost: all without paused GPUs; with paused GPUs, those of the other GPUs
+  // whose queries fail (the error may have come from a GPU leaving for vfio-pci).
+  std::vector<std::string> LostDevices(const std::set<std::string>& paused) const;
   absl::Status Probe(const std::string& device) const;
   std::vector<std::string> AllDevices() const;
 
   nvml::Session session_;
   nvml::EventSet events_;
   const std::map<DevicePlacement, std::string> placements_;
-  const std::map<std::string, std::vector<std::string>> devices_by_gpu_;  // monitored GPUs only
+  const std::map<DynamicMigPlacement, std::string> dynamic_;
+  // Monitored GPUs only; a GPU paused at Start is here but not yet registered.
+  const std::map<std::string, std::vector<std::string>> devices_by_gpu_;
+  std::set<std::string> unregistered_;  // monitor thread only: GPUs whose events are not on
+  std::set<std::string> last_paused_;   // monitor thread only: the paused set last seen
   DeviceHealthTracker* const tracker_;
   const OnChange on_change_;
   const Options options_;

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/common/clock.h"
+#include "lib/gpu/mig_manager.h"
 #include "test/doubles/mock-nvml/mock_nvml_ext.h"
 #include "test/doubles/testing/mock_driver_root.h"
 
@@ -217,7 +218,7 @@ TEST(DevicePlacementsTest, GpusAndMigDevices) {
 class MonitorTest : public ::testing::Test {
  protected:
   void Start(const std::string& profile, DeviceHealthMonitor::Options options = {},
-             absl::Duration quiet_period = absl::ZeroDuration()) {
+             absl::Duration quiet_period = absl::ZeroDuration(), bool dynamic_mig = false) {
     root_ = dir_.path() + "/driver-root";
     absl::Status made = testing::MakeMockDriverRoot(profile, root_);
     ASSERT_TRUE(made.ok()) << made;
@@ -226,13 +227,12 @@ class MonitorTest : public ::testing::Test {
     nvml_ = *std::move(nvml);
     auto session = nvml_->Open();
     ASSERT_TRUE(session.ok()) << session.status();
-    auto inv = Discover(*session, {.sysfs_root = dir_.path() + "/no-sys"});
+    auto inv =
+        Discover(*session, {.sysfs_root = dir_.path() + "/no-sys", .dynamic_mig = dynamic_mig});
     ASSERT_TRUE(inv.ok()) << inv.status();
     inventory_ = *std::move(inv);
-    std::vector<std::string> names;
-    for (const auto& [placement, name] : DevicePlacements(inventory_)) names.push_back(name);
-    tracker_ =
-        std::make_unique<DeviceHealthTracker>("node", names, std::set<uint64_t>{}, quiet_period);
+    tracker_ = std::make_unique<DeviceHealthTracker>("node", MonitoredDevices(inventory_),
+                                                     std::set<uint64_t>{}, quiet_period);
     options.wait_timeout = absl::Milliseconds(100);
     auto monitor = DeviceHealthMonitor::Start(
         nvml_.get(), inventory_, tracker_.get(),
@@ -270,6 +270,21 @@ class MonitorTest : public ::testing::Test {
     }
     ADD_FAILURE() << "no device of type " << DeviceTypeName(type);
     return inventory_.devices.front();
+  }
+
+  std::string DeviceWithUuid(const std::string& uuid) {
+    for (const AllocatableDevice& d : inventory_.devices) {
+      if (d.type == DeviceType::kGpu && d.gpu.uuid == uuid) return d.name;
+    }
+    ADD_FAILURE() << "no GPU " << uuid;
+    return "";
+  }
+  std::optional<std::string> FindUuid(unsigned int index) {
+    for (const AllocatableDevice& d : inventory_.devices) {
+      if (d.type == DeviceType::kGpu && d.gpu.index == index) return d.gpu.uuid;
+    }
+    ADD_FAILURE() << "no GPU " << index;
+    return std::nullopt;
   }
 
   testing::TempDir dir_;
@@ -368,6 +383,101 @@ TEST_F(MonitorTest, FailedProbeKeepsTheDeviceUnhealthyUntilItPasses) {
   }
   ASSERT_TRUE(WaitForChanges(2));
   EXPECT_EQ(StatusOf(*tracker_, gpu.name), HealthStatus::kHealthy);
+}
+
+// DynamicMIG: a MIG device created after the monitor started (as prepare does) is found by its GPU
+// instance's profile and placement; its XID taints that device only, and it recovers.
+TEST_F(MonitorTest, XidOnDynamicMigDeviceTaintsThatDeviceAndRecovers) {
+  FakeClock clock;
+  DeviceHealthMonitor::Options options;
+  options.clock = &clock;
+  Start("h100-8x", options, absl::Minutes(5), /*dynamic_mig=*/true);
+  const AllocatableDevice* spec = inventory_.Find("gpu-0-mig-1g10gb-19-3");
+  ASSERT_NE(spec, nullptr);
+  ASSERT_TRUE(spec->mig && spec->mig->dynamic);
+  EXPECT_EQ(StatusOf(*tracker_, spec->name), HealthStatus::kHealthy) << "watched before creation";
+  auto session = nvml_->Open();
+  ASSERT_TRUE(session.ok()) << session.status();
+  MigManager mig(&*session);
+  absl::StatusOr<MigInfo> created = mig.Create(*spec->mig);
+  ASSERT_TRUE(created.ok()) << created.status();
+  // Another instance beside it, so that the placement, not the GPU alone, decides.
+  const AllocatableDevice* other = inventory_.Find("gpu-0-mig-1g10gb-19-5");
+  ASSERT_NE(other, nullptr);
+  absl::StatusOr<MigInfo> created_other = mig.Create(*other->mig);
+  ASSERT_TRUE(created_other.ok()) << created_other.status();
+
+  Inject(created->parent_uuid, 48, created->gi_id, created->ci_id);
+  ASSERT_TRUE(WaitForChanges(1));
+  EXPECT_THAT(TaintStrings(*tracker_, spec->name), ElementsAre("gpu.nvidia.com/xid=48:NoSchedule"));
+  EXPECT_EQ(StatusOf(*tracker_, spec->name), HealthStatus::kUnhealthy);
+  int tainted = 0;
+  for (const std::string& d : MonitoredDevices(inventory_)) tainted += !tracker_->Taints(d).empty();
+  EXPECT_EQ(tainted, 1);
+
+  clock.Advance(absl::Minutes(5));
+  ASSERT_TRUE(WaitForChanges(2));
+  EXPECT_THAT(tracker_->Taints(spec->name), IsEmpty());
+  EXPECT_EQ(StatusOf(*tracker_, spec->name), HealthStatus::kHealthy);
+  monitor_->Stop();
+}
+
+// PassthroughSupport: a GPU in the paused set (bound to vfio-pci) is not watched: its XIDs change
+// nothing and it is not probed; once it leaves the set its events count again, also for a GPU that
+// was paused at Start (registered only then).
+TEST_F(MonitorTest, PausedGpuIsSkippedAndWatchedAgainAfterResume) {
+  absl::Mutex pmu;
+  std::set<std::string> paused;
+  DeviceHealthMonitor::Options options;
+  options.paused_gpus = [&] {
+    absl::MutexLock lock(&pmu);
+    return paused;
+  };
+  // GPU 0 paused from the start, GPU 1 paused later.
+  root_ = dir_.path() + "/driver-root";
+  std::string gpu0, gpu1;
+  {
+    ASSERT_TRUE(testing::MakeMockDriverRoot("h100-8x", root_).ok());
+    auto nvml = nvml::Nvml::Create(root_);
+    ASSERT_TRUE(nvml.ok());
+    auto session = (*nvml)->Open();
+    ASSERT_TRUE(session.ok());
+    gpu0 = *session->DeviceByIndex(0)->Uuid();
+    gpu1 = *session->DeviceByIndex(1)->Uuid();
+  }
+  {
+    absl::MutexLock lock(&pmu);
+    paused = {gpu0};
+  }
+  Start("h100-8x", options);
+  const std::string name0 = DeviceWithUuid(gpu0), name1 = DeviceWithUuid(gpu1);
+  const std::string name2 = DeviceWithUuid(*FindUuid(2));
+  {
+    absl::MutexLock lock(&pmu);
+    paused = {gpu0, gpu1};
+  }
+  Inject(gpu0, 79);
+  Inject(gpu1, 79);
+  Inject(*FindUuid(2), 79);  // not paused: the marker that the two before were seen
+  ASSERT_TRUE(WaitForChanges(1));
+  EXPECT_THAT(tracker_->Taints(name0), IsEmpty());
+  EXPECT_THAT(tracker_->Taints(name1), IsEmpty());
+  EXPECT_THAT(TaintStrings(*tracker_, name2), ElementsAre("gpu.nvidia.com/xid=79:NoSchedule"));
+
+  {
+    absl::MutexLock lock(&pmu);
+    paused.clear();
+  }
+  // The resume is taken at the next round (at most one wait later): inject until it counts.
+  for (int i = 0; i < 100 && tracker_->Taints(name0).empty(); ++i) {
+    Inject(gpu0, 48);
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_THAT(TaintStrings(*tracker_, name0), ElementsAre("gpu.nvidia.com/xid=48:NoSchedule"));
+  Inject(gpu1, 48);
+  ASSERT_TRUE(WaitForChanges(3));
+  EXPECT_THAT(TaintStrings(*tracker_, name1), ElementsAre("gpu.nvidia.com/xid=48:NoSchedule"));
+  monitor_->Stop();
 }
 
 }  // namespace

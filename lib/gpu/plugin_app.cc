@@ -404,10 +404,8 @@ absl::Status PluginApp::PublishSlices() {
   // (docs/compatibility.md "Device health") and the kubelet gets their health through the
   // DRAResourceHealth stream.
   if (config_.gates != nullptr && config_.gates->Enabled(api::gate::kNVMLDeviceHealthCheck)) {
-    std::vector<std::string> monitored;
-    for (const auto& [placement, name] : DevicePlacements(p.inventory)) monitored.push_back(name);
     p.health_tracker = std::make_unique<DeviceHealthTracker>(
-        config_.node_name, std::move(monitored),
+        config_.node_name, MonitoredDevices(p.inventory),
         ParseAdditionalIgnoredXids(config_.additional_xids_to_ignore),
         config_.health_recovery_quiet_period);
   }
