@@ -52,15 +52,6 @@ void PluginApp::StartHealthMonitor() {
       return VfioHeldGpus(p.inventory, p.held);
     };
   }
-  // PassthroughSupport: the GPUs of held VFIO devices are on vfio-pci (or about to be, or not yet
-  // back): not watched (device_health.h). The held set is updated at every checkpoint write,
-  // before a bind and after the rebind to nvidia.
-  if (p.vfio) {
-    options.paused_gpus = [&p] {
-      absl::MutexLock lock(&p.held_mu);
-      return VfioHeldGpus(p.inventory, p.held);
-    };
-  }
   // A recovered device (device_health.h): a metric and a Normal event on the Node.
   options.on_recovered = [this, &p](const std::string& device, absl::Duration unhealthy_for) {
     p.health_recoveries->WithLabels({device})->Inc();
