@@ -27,20 +27,28 @@ constexpr DriverGate kDriverGates[] = {
      "allow GPU sharing strategy TimeSlicing and its interval setting", ""},
     // gpu-kubelet-plugin (MPS control daemons) and webhook (validation).
     {gate::kMPSSupport, S::kAlpha, false, "0.2",
-     "allow GPU sharing strategy MPS (an MPS control daemon per device group)", ""},
+     "allow GPU sharing strategy MPS (an MPS control daemon per device group); works with "
+     "DynamicMIG",
+     ""},
     // compute-domain-daemon (nodes file, /etc/hosts), compute-domain-kubelet-plugin (driver
     // version).
     {gate::kIMEXDaemonsWithDNSNames, S::kBeta, true, "0.2",
      "compute domains: IMEX daemons address each other by DNS names", kNoLegacyDomains},
     // gpu-kubelet-plugin (gpu-vfio devices, the vfio prepare steps; docs/vfio.md).
     {gate::kPassthroughSupport, S::kAlpha, false, "0.3",
-     "announce GPUs for VFIO passthrough (needs IOMMU and the host root mounted)", ""},
+     "announce GPUs for VFIO passthrough (needs IOMMU and the host root mounted); works with "
+     "DynamicMIG and NVMLDeviceHealthCheck",
+     ""},
     // gpu-kubelet-plugin (partitionable devices, the migDevices prepare step; dynamic-mig.md).
     {gate::kDynamicMIG, S::kAlpha, false, "0.3",
-     "create and delete MIG devices on demand at prepare and unprepare", ""},
+     "create and delete MIG devices on demand at prepare and unprepare; works with MPSSupport, "
+     "PassthroughSupport and NVMLDeviceHealthCheck",
+     ""},
     // gpu-kubelet-plugin (device health).
     {gate::kNVMLDeviceHealthCheck, S::kAlpha, false, "0.3",
-     "watch NVML events and taint unhealthy devices", ""},
+     "watch NVML events and taint unhealthy devices; works with DynamicMIG and "
+     "PassthroughSupport",
+     ""},
     // compute-domain-daemon, -controller and -kubelet-plugin.
     {gate::kComputeDomainCliques, S::kBeta, true, "0.3",
      "compute domains: track IMEX daemons in ComputeDomainClique objects", kNoLegacyDomains},
@@ -103,11 +111,9 @@ absl::Status RegisterDriverFeatureGates(FeatureGates& registry, absl::string_vie
 absl::Status AddDriverGateRules(FeatureGates& registry) {
   RETURN_IF_ERROR(
       registry.AddDependency(gate::kComputeDomainCliques, gate::kIMEXDaemonsWithDNSNames));
-  RETURN_IF_ERROR(registry.AddMutualExclusion(gate::kDynamicMIG, gate::kPassthroughSupport));
-  RETURN_IF_ERROR(registry.AddMutualExclusion(gate::kDynamicMIG, gate::kNVMLDeviceHealthCheck));
-  RETURN_IF_ERROR(registry.AddMutualExclusion(gate::kDynamicMIG, gate::kMPSSupport));
-  RETURN_IF_ERROR(
-      registry.AddMutualExclusion(gate::kPassthroughSupport, gate::kNVMLDeviceHealthCheck));
+  // The Go driver's exclusions among DynamicMIG, PassthroughSupport, NVMLDeviceHealthCheck and
+  // MPSSupport are lifted: every pair works together here (docs/compatibility.md "Beyond the
+  // public driver").
   RETURN_IF_ERROR(registry.AddDependency(gate::kDeviceMetadata, gate::kPassthroughSupport));
   return absl::OkStatus();
 }

@@ -17,10 +17,11 @@
 // Rules (messages from lib/common/feature_gates.h, which match the Go driver's):
 //   ComputeDomainCliques requires IMEXDaemonsWithDNSNames
 //   DeviceMetadata requires PassthroughSupport
-//   DynamicMIG excludes PassthroughSupport, NVMLDeviceHealthCheck, MPSSupport
-//   PassthroughSupport excludes NVMLDeviceHealthCheck
-// The docs also call MPSSupport and NVMLDeviceHealthCheck exclusive; the Go code does not enforce
-// it and neither do we. The webhook reads gates without these checks
+// The Go driver also makes DynamicMIG exclude PassthroughSupport, NVMLDeviceHealthCheck and
+// MPSSupport, and PassthroughSupport exclude NVMLDeviceHealthCheck; here every pair works together
+// (docs/compatibility.md "Beyond the public driver"), so those rules are gone. The Go docs also
+// call MPSSupport and NVMLDeviceHealthCheck exclusive; neither driver enforces it. The webhook
+// reads gates without these checks
 // (FeatureGates::SetWithoutConstraintChecks), as the Go webhook does.
 
 #include <span>

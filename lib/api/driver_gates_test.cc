@@ -152,26 +152,23 @@ TEST(ApiDriverGatesTest, UnavailableGateFailsWithTheBinaryAndTheReason) {
 }
 
 // AllAlpha turns on the alpha gates this version implements and leaves the others at their
-// default, so it does not trip the rules among unimplemented gates. The implemented DynamicMIG
-// excludes MPSSupport and NVMLDeviceHealthCheck, so AllAlpha alone fails, as in Go; with
-// DynamicMIG=false it is accepted.
+// default, so it does not trip the rules among unimplemented gates. The Go driver's exclusions
+// among DynamicMIG, MPSSupport, PassthroughSupport and NVMLDeviceHealthCheck are lifted here
+// (docs/compatibility.md "Beyond the public driver"), so AllAlpha alone is accepted, where Go
+// refuses it.
 TEST(ApiDriverGatesTest, AllAlphaSkipsUnimplementedGates) {
   FeatureGates gates;
   ASSERT_TRUE(RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin").ok());
-  EXPECT_THAT(std::string(gates.Set("AllAlpha=true,AllBeta=false").message()),
-              HasSubstr("feature gate DynamicMIG is currently mutually exclusive with MPSSupport"));
-  // The alpha gates that exclude each other: DynamicMIG with MPSSupport, PassthroughSupport with
-  // NVMLDeviceHealthCheck (and DeviceMetadata needs PassthroughSupport).
-  absl::Status status = gates.Set(
-      "AllAlpha=true,AllBeta=false,DynamicMIG=false,PassthroughSupport=false,DeviceMetadata=false");
+  absl::Status status = gates.Set("AllAlpha=true,AllBeta=false");
   ASSERT_TRUE(status.ok()) << status;
   for (const DriverGate& g : DriverGates()) {
     bool want = g.default_value;
     if (DriverGateImplemented(g.name)) want = g.stage == FeatureStage::kAlpha;
-    if (g.name == "DynamicMIG" || g.name == "PassthroughSupport" || g.name == "DeviceMetadata") {
-      want = false;
-    }
     EXPECT_EQ(gates.Enabled(g.name), want) << g.name;
+  }
+  for (const char* name :
+       {"DynamicMIG", "MPSSupport", "PassthroughSupport", "NVMLDeviceHealthCheck"}) {
+    EXPECT_TRUE(gates.Enabled(name)) << name;
   }
 }
 
@@ -196,14 +193,13 @@ const RuleRow kRuleRows[] = {
     {"DeviceMetadataRequiresPassthrough", "DeviceMetadata=true",
      "feature gate DeviceMetadata requires PassthroughSupport to also be enabled"},
     {"DeviceMetadataWithPassthrough", "DeviceMetadata=true,PassthroughSupport=true", ""},
-    {"DynamicMigExcludesPassthrough", "DynamicMIG=true,PassthroughSupport=true",
-     "feature gate DynamicMIG is currently mutually exclusive with PassthroughSupport"},
-    {"DynamicMigExcludesHealthCheck", "DynamicMIG=true,NVMLDeviceHealthCheck=true",
-     "feature gate DynamicMIG is currently mutually exclusive with NVMLDeviceHealthCheck"},
-    {"DynamicMigExcludesMps", "DynamicMIG=true,MPSSupport=true",
-     "feature gate DynamicMIG is currently mutually exclusive with MPSSupport"},
-    {"PassthroughExcludesHealthCheck", "PassthroughSupport=true,NVMLDeviceHealthCheck=true",
-     "feature gate PassthroughSupport is currently mutually exclusive with NVMLDeviceHealthCheck"},
+    // The Go driver's exclusions, lifted (docs/compatibility.md "Beyond the public driver").
+    {"DynamicMigWithPassthrough", "DynamicMIG=true,PassthroughSupport=true", ""},
+    {"DynamicMigWithHealthCheck", "DynamicMIG=true,NVMLDeviceHealthCheck=true", ""},
+    {"DynamicMigWithMps", "DynamicMIG=true,MPSSupport=true", ""},
+    {"PassthroughWithHealthCheck", "PassthroughSupport=true,NVMLDeviceHealthCheck=true", ""},
+    {"AllFourTogether",
+     "DynamicMIG=true,MPSSupport=true,PassthroughSupport=true,NVMLDeviceHealthCheck=true", ""},
     // Documented as exclusive, not enforced by the Go code (docs/compatibility.md "Feature gates").
     {"MpsWithHealthCheckAllowed", "MPSSupport=true,NVMLDeviceHealthCheck=true", ""},
     {"DynamicMigWithTimeSlicing", "DynamicMIG=true,TimeSlicingSettings=true", ""},

@@ -49,11 +49,14 @@ class TimeSlicingStep final : public PlanStep {
 class MpsDaemonsStep final : public PlanStep {
  public:
   MpsDaemonsStep(std::string uid, std::vector<MpsGroup> groups, absl::Time ready_deadline,
-                 std::shared_ptr<DeviceEdits> edits)
+                 std::shared_ptr<DeviceEdits> edits, const MpsDaemons* mps,
+                 std::shared_ptr<const CreatedMigDevices> created_mig)
       : uid_(std::move(uid)),
         groups_(std::move(groups)),
         ready_deadline_(ready_deadline),
-        edits_(std::move(edits)) {}
+        edits_(std::move(edits)),
+        mps_(mps),
+        created_mig_(std::move(created_mig)) {}
   std::string name() const override { return kMpsDaemonsStep; }
   nlohmann::json UndoData() const override {
     nlohmann::json out = nlohmann::json::array();
@@ -68,9 +71,22 @@ class MpsDaemonsStep final : public PlanStep {
     for (const MpsGroup& g : groups_) {
       const std::string id = g.daemon->Record().id;
       RETURN_IF_ERROR(deadline.Check("start MPS daemon " + id));
-      RETURN_IF_ERROR(g.daemon->Start());
-      RETURN_IF_ERROR(g.daemon->AssertReady(ready_deadline_));
-      const cdi::ContainerEdits edits = g.daemon->ContainerEdits();
+      MpsDaemon* daemon = g.daemon;
+      if (g.dynamic_group) {
+        // Its MIG devices exist now (migDevices ran before): the daemon gets their UUIDs.
+        if (mps_ == nullptr) return absl::InternalError("no MPS daemons to start " + id);
+        std::map<std::string, std::string> uuids;
+        for (const auto& [name, info] : *created_mig_) uuids[name] = info.uuid;
+        MpsDaemonGroup group = *g.dynamic_group;
+        group.id = id;
+        ASSIGN_OR_RETURN(group, WithCreatedMigUuids(std::move(group), uuids));
+        ASSIGN_OR_RETURN(std::unique_ptr<MpsDaemon> made, mps_->Create(std::move(group)));
+        daemon = made.get();
+        resolved_.push_back(std::move(made));
+      }
+      RETURN_IF_ERROR(daemon->Start());
+      RETURN_IF_ERROR(daemon->AssertReady(ready_deadline_));
+      const cdi::ContainerEdits edits = daemon->ContainerEdits();
       for (const std::string& name : g.device_names) (*edits_)[name].Append(edits);
       DRA_INFO("MPS control daemon ready", "claim", uid_, "id", id, "devices",
                g.device_names.size());
@@ -83,6 +99,9 @@ class MpsDaemonsStep final : public PlanStep {
   const std::vector<MpsGroup> groups_;
   const absl::Time ready_deadline_;
   const std::shared_ptr<DeviceEdits> edits_;
+  const MpsDaemons* const mps_;
+  const std::shared_ptr<const CreatedMigDevices> created_mig_;
+  std::vector<std::unique_ptr<MpsDaemon>> resolved_;  // the daemons of dynamic_group
 };
 
 class CdiSpecStep final : public PlanStep {
@@ -276,8 +295,8 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
         std::make_unique<TimeSlicingStep>(in.claim_uid, in.time_slices, services.time_slicing));
   }
   if (!in.mps.empty()) {
-    steps.push_back(
-        std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline, edits));
+    steps.push_back(std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline,
+                                                     edits, services.mps, created_mig));
   }
   if (services.vfio != nullptr) {  // else DeviceState refused a VFIO claim before planning
     for (const VfioTarget& target : in.vfio) {

@@ -82,6 +82,10 @@ struct TimeSliceGroup {
 struct MpsGroup {
   MpsDaemon* daemon = nullptr;
   std::vector<std::string> device_names;
+  // DynamicMIG: the group as planned, with stand-ins for its MIG devices' UUIDs
+  // (mps_sharing.h); the step starts a daemon made from it once migDevices created them, under
+  // `daemon`'s id. Unset: `daemon` is started.
+  std::optional<MpsDaemonGroup> dynamic_group;
 };
 
 // What the plan of one claim needs to know.

@@ -18,17 +18,6 @@ namespace {
 
 using checkpoint::ClaimState;
 
-absl::Status CheckSupported(const api::Config& config, const FeatureGates& gates) {
-  // The Go driver refuses MPS with DynamicMIG; the gates exclude each other, so this only
-  // matters where they were set without the constraint checks.
-  if (api::UsesMps(config) && gates.Enabled(api::gate::kDynamicMIG)) {
-    return api::ConfigError("sharing.strategy",
-                            "MPS sharing is not supported when the feature gate DynamicMIG is "
-                            "enabled");
-  }
-  return absl::OkStatus();
-}
-
 // The interval when `config` asks for time-slicing of full GPUs (GpuConfig, strategy TimeSlicing;
 // normalized, so the interval is set). MIG time-slicing has no setting: nullopt.
 std::optional<api::TimeSliceInterval> TimeSliceOf(const api::Config& config) {
@@ -204,7 +193,6 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
                    ResolveDeviceConfigs(claim, inventory_, options_.driver_name, gates()));
   for (const ConfigGroup& g : plan.groups) {
     RETURN_IF_ERROR(api::CheckConsumableSharesAllowSharing(g.config, options_.consumable_shares));
-    RETURN_IF_ERROR(CheckSupported(g.config, gates()));
   }
   for (const ConfigGroup& g : plan.groups) {
     for (size_t i = 0; i < g.results.size(); ++i) {
@@ -248,9 +236,13 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
         return absl::InternalError("MPS sharing requested but this plugin cannot start daemons");
       }
       ASSIGN_OR_RETURN(MpsDaemonGroup group, MpsGroupFor(uid, *mps, workload_devices));
+      std::optional<MpsDaemonGroup> dynamic_group;
+      if (!group.id.empty()) dynamic_group = group;  // DynamicMIG devices: UUIDs at prepare
       ASSIGN_OR_RETURN(std::unique_ptr<MpsDaemon> daemon, options_.mps->Create(std::move(group)));
       mps_record = daemon->Record();
-      plan.daemons.emplace_back(std::move(daemon), workload_names);
+      plan.daemons.push_back({.daemon = std::move(daemon),
+                              .device_names = workload_names,
+                              .dynamic_group = std::move(dynamic_group)});
     }
     for (size_t i = 0; i < g.results.size(); ++i) {
       const k8s::DeviceRequestAllocationResult& r = *g.results[i];
@@ -336,8 +328,10 @@ PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
                                absl::Time mps_ready_deadline) const {
   ClaimStepsInput in{
       .claim_uid = uid, .time_slices = plan.time_slices, .mps_ready_deadline = mps_ready_deadline};
-  for (const auto& [daemon, names] : plan.daemons) {
-    in.mps.push_back({.daemon = daemon.get(), .device_names = names});
+  for (const Plan::Daemon& d : plan.daemons) {
+    in.mps.push_back({.daemon = d.daemon.get(),
+                      .device_names = d.device_names,
+                      .dynamic_group = d.dynamic_group});
   }
   // One CDI device per allocated device: with consumable shares, two requests of the claim may
   // have been given the same device, and CDI device names must be unique within the spec.

@@ -145,7 +145,12 @@ class DeviceState {
     std::vector<ConfigGroup> groups;
     std::vector<PreparedDevice> prepared;
     std::vector<const api::Config*> configs;
-    std::vector<std::pair<std::unique_ptr<MpsDaemon>, std::vector<std::string>>> daemons;
+    struct Daemon {
+      std::unique_ptr<MpsDaemon> daemon;
+      std::vector<std::string> device_names;
+      std::optional<MpsDaemonGroup> dynamic_group;  // MpsGroup::dynamic_group
+    };
+    std::vector<Daemon> daemons;
     std::vector<TimeSliceGroup> time_slices;
     StatusClaimRef status_claim;
     std::vector<DeviceStatusEntry> device_statuses;  // one per allocation result of this driver

@@ -242,22 +242,18 @@ TEST_F(DeviceStateTest, MpsOnAMigDeviceHasNoComputeModeToSet) {
   EXPECT_EQ(mps_->calls.back(), "stop " + MpsDaemonId("uid-m", {mig->mig->uuid}));
 }
 
-// The gates exclude each other; a gate set that skipped the checks still gets no MPS daemon.
-// DynamicMIG cannot be enabled in this version (lib/api/driver_gates.cc), so the registry here
-// has every gate available, as a version implementing it will.
-TEST_F(DeviceStateTest, MpsIsRejectedWithDynamicMig) {
+// MPS and DynamicMIG work together (dynamic_mig_prepare_test.cc): with both gates a full GPU
+// still gets its daemon as without DynamicMIG.
+TEST_F(DeviceStateTest, MpsOnAFullGpuWithDynamicMigGate) {
   Init("h100-8x");
-  gates_ = std::make_unique<FeatureGates>();
-  api::testing::RegisterDriverGatesAllAvailable(*gates_);
-  ASSERT_TRUE(gates_->SetWithoutConstraintChecks("MPSSupport=true,DynamicMIG=true").ok());
-  Reopen();
+  Configure("MPSSupport=true,DynamicMIG=true");
   auto r = state_->Prepare(Claim("uid-1", {"gpu-0"}, MpsEntry(nullptr)));
-  ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(api::IsPermanentConfigError(r.status())) << r.status();
-  EXPECT_THAT(
-      std::string(r.status().message()),
-      HasSubstr("MPS sharing is not supported when the feature gate DynamicMIG is enabled"));
-  EXPECT_TRUE(mps_->groups.empty());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(mps_->groups.size(), 1u);
+  EXPECT_THAT(mps_->groups[0].device_uuids, ElementsAre(Uuid("gpu-0")));
+  EXPECT_TRUE(mps_->groups[0].id.empty());
+  const std::string id = MpsDaemonId("uid-1", {Uuid("gpu-0")});
+  EXPECT_THAT(mps_->calls, ElementsAre("start " + id, "ready " + id));
 }
 
 TEST_F(DeviceStateTest, MpsWithoutADaemonFactoryIsAnInternalError) {

@@ -33,9 +33,10 @@ class FakeMpsDaemons final : public MpsDaemons {
     Daemon(const FakeMpsDaemons* owner, MpsDaemonGroup group)
         : owner_(owner), group_(std::move(group)) {}
     MpsDaemonRecord Record() const override {
-      return {.id = MpsDaemonId(group_.claim_uid, group_.device_uuids),
-              .ns = "mps-ns",
-              .full_gpu_uuids = group_.full_gpu_uuids};
+      return {
+          .id = group_.id.empty() ? MpsDaemonId(group_.claim_uid, group_.device_uuids) : group_.id,
+          .ns = "mps-ns",
+          .full_gpu_uuids = group_.full_gpu_uuids};
     }
     absl::Status Start() override {
       owner_->calls.push_back("start " + Record().id);

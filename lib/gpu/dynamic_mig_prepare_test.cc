@@ -55,7 +55,8 @@ class DynamicMigPrepareTest : public DeviceStateTest {
     checkpoint_ = std::move(*cp);
     state_ = std::make_unique<DeviceState>(
         inventory_, cdi_.get(), checkpoint_.get(),
-        DeviceState::Options{.pool_name = "node1", .gates = gates_.get(), .mig = mig_.get()});
+        DeviceState::Options{
+            .pool_name = "node1", .gates = gates_.get(), .mps = mps_.get(), .mig = mig_.get()});
   }
   // "off", or "on" and each GPU instance of GPU 0 as "<profile id>@<start>/ci<compute instances>".
   std::string MigState() {
@@ -137,6 +138,53 @@ TEST_F(DynamicMigPrepareTest, PrepareCreatesRecordsAndUnprepareDestroys) {
   EXPECT_EQ(MigState(), "off");
   EXPECT_EQ(StateOf("uid-1"), std::nullopt);
   EXPECT_FALSE(std::filesystem::exists(SpecPath("uid-1")));
+}
+
+// MPSSupport with DynamicMIG: the MPS daemon of a dynamic MIG device is recorded (PrepareStarted)
+// under an id made from the device's name, and started once migDevices created the device, with
+// its UUID (CUDA_VISIBLE_DEVICES) and that same id; unprepare stops it and destroys the device.
+TEST_F(DynamicMigPrepareTest, MpsOnADynamicMigDeviceStartsWithTheCreatedUuid) {
+  ASSERT_TRUE(gates_->Set("MPSSupport=true").ok());
+  ReopenDynamic();
+  const nlohmann::json config = nlohmann::json::array(
+      {{{"source", "FromClaim"},
+        {"requests", nlohmann::json::array()},
+        {"opaque",
+         {{"driver", "gpu.nvidia.com"},
+          {"parameters",
+           {{"apiVersion", "resource.nvidia.com/v1beta1"},
+            {"kind", "MigDeviceConfig"},
+            {"sharing",
+             {{"strategy", "MPS"},
+              {"mpsConfig", {{"defaultPinnedDeviceMemoryLimit", "1Gi"}}}}}}}}}}});
+  std::string mig_state_at_start;
+  mps_->on_start = [&] { mig_state_at_start = MigState(); };
+  auto prepared = state_->Prepare(Claim("uid-1", {kDevice}, config));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(mig_state_at_start, "on 9@4/ci1") << "the daemon starts after the device exists";
+  const std::string uuid = MigRecord("uid-1")["undo"][0].value("uuid", "");
+  ASSERT_TRUE(absl::StartsWith(uuid, "MIG-")) << uuid;
+  // Planned with the stand-in, started with the UUID, under the planned id.
+  ASSERT_EQ(mps_->groups.size(), 2u);
+  EXPECT_THAT(mps_->groups[0].device_uuids, ElementsAre(DynamicMigUuidPlaceholder(kDevice)));
+  const std::string id = mps_->groups[0].id;
+  EXPECT_EQ(id, MpsDaemonId("uid-1", {DynamicMigUuidPlaceholder(kDevice)}));
+  EXPECT_THAT(mps_->groups[1].device_uuids, ElementsAre(uuid));
+  EXPECT_EQ(mps_->groups[1].id, id);
+  EXPECT_EQ(mps_->groups[1].pinned_memory_limits_mib,
+            (std::map<std::string, int64_t>{{uuid, 1024}}));
+  EXPECT_TRUE(mps_->groups[1].full_gpu_uuids.empty());
+  EXPECT_THAT(mps_->calls, ElementsAre("start " + id, "ready " + id));
+  ASSERT_EQ(prepared->size(), 1u);
+  ASSERT_TRUE((*prepared)[0].mps_daemon.has_value());
+  EXPECT_EQ((*prepared)[0].mps_daemon->id, id);
+  auto spec = ReadFile(SpecPath("uid-1"));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_THAT(*spec, HasSubstr("/data/mps/" + id + "/pipe"));
+
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(mps_->calls.back(), "stop " + id);
+  EXPECT_EQ(MigState(), "off");
 }
 
 TEST_F(DynamicMigPrepareTest, TwoClaimsKeepMigOnUntilTheLastIsGone) {

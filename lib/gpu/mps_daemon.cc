@@ -161,7 +161,8 @@ absl::StatusOr<std::unique_ptr<MpsControlDaemon>> MpsControlDaemon::Create(MpsDa
   RETURN_IF_ERROR(ValidateEnv(env));
   RETURN_IF_ERROR(ValidateGroup(group));
   if (env.container_driver_root.empty()) env.container_driver_root = env.host_driver_root;
-  std::string id = MpsDaemonId(group.claim_uid, group.device_uuids);
+  std::string id = group.id.empty() ? MpsDaemonId(group.claim_uid, group.device_uuids) : group.id;
+  if (!IsIdentifier(id, false)) return Invalid("MPS daemon id", id, "letters, digits and '-' only");
   return std::unique_ptr<MpsControlDaemon>(
       new MpsControlDaemon(std::move(env), std::move(group), std::move(id)));
 }

@@ -111,6 +111,9 @@ struct MpsDaemonEnv {
 // The devices of one claim's config group that share through MPS.
 struct MpsDaemonGroup {
   std::string claim_uid;
+  // Empty: MpsDaemonId(claim_uid, device_uuids). Set (DynamicMIG): the id the group had when it
+  // was planned, before its MIG devices existed, so that the recorded id names this daemon.
+  std::string id;
   std::vector<std::string> device_uuids;    // every device of the group: GPU and MIG UUIDs
   std::vector<std::string> full_gpu_uuids;  // the full GPUs among them (compute mode)
   api::MpsConfig config;                    // normalized and validated

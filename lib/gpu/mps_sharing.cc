@@ -1,8 +1,10 @@
 #include "lib/gpu/mps_sharing.h"
 
+#include <cstring>
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -12,6 +14,8 @@
 
 namespace dra::gpu {
 namespace {
+
+constexpr char kDynamicMigPrefix[] = "dynamic-mig/";
 
 class RealDaemon final : public MpsDaemon {
  public:
@@ -74,6 +78,28 @@ std::optional<api::MpsConfig> MpsConfigOf(const api::Config& config) {
   return std::nullopt;
 }
 
+std::string DynamicMigUuidPlaceholder(const std::string& device_name) {
+  return absl::StrCat(kDynamicMigPrefix, device_name);
+}
+
+absl::StatusOr<MpsDaemonGroup> WithCreatedMigUuids(
+    MpsDaemonGroup planned, const std::map<std::string, std::string>& created) {
+  if (planned.id.empty()) planned.id = MpsDaemonId(planned.claim_uid, planned.device_uuids);
+  for (std::string& uuid : planned.device_uuids) {
+    if (!absl::StartsWith(uuid, kDynamicMigPrefix)) continue;
+    const std::string device = uuid.substr(std::strlen(kDynamicMigPrefix));
+    auto it = created.find(device);
+    if (it == created.end() || it->second.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("MPS daemon ", planned.id, ": MIG device ", device, " was not created"));
+    }
+    uuid = it->second;
+  }
+  ASSIGN_OR_RETURN(planned.pinned_memory_limits_mib,
+                   api::ResolvePinnedMemoryLimits(planned.config, planned.device_uuids));
+  return planned;
+}
+
 absl::StatusOr<MpsDaemonGroup> MpsGroupFor(const std::string& claim_uid,
                                            const api::MpsConfig& config,
                                            const std::vector<const AllocatableDevice*>& devices) {
@@ -81,8 +107,13 @@ absl::StatusOr<MpsDaemonGroup> MpsGroupFor(const std::string& claim_uid,
   group.claim_uid = claim_uid;
   group.config = config;
   std::set<std::string> seen;
+  bool dynamic = false;
   for (const AllocatableDevice* d : devices) {
-    const std::string uuid = d->mig ? d->mig->uuid : d->gpu.uuid;
+    const bool dynamic_mig = d->mig && d->mig->dynamic;
+    dynamic |= dynamic_mig;
+    const std::string uuid = dynamic_mig ? DynamicMigUuidPlaceholder(d->name)
+                             : d->mig    ? d->mig->uuid
+                                         : d->gpu.uuid;
     if (!seen.insert(uuid).second) continue;
     group.device_uuids.push_back(uuid);
     if (d->type == DeviceType::kGpu) group.full_gpu_uuids.push_back(uuid);
@@ -100,6 +131,7 @@ absl::StatusOr<MpsDaemonGroup> MpsGroupFor(const std::string& claim_uid,
   }
   ASSIGN_OR_RETURN(group.pinned_memory_limits_mib,
                    api::ResolvePinnedMemoryLimits(config, group.device_uuids));
+  if (dynamic) group.id = MpsDaemonId(claim_uid, group.device_uuids);
   return group;
 }
 

@@ -13,7 +13,9 @@
 //
 // Thread-safety: as mps_daemon.h (the device state serializes calls per claim).
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -57,10 +59,22 @@ std::optional<std::pair<int, int>> ComputeCapabilityOf(const AllocatableDevice& 
 // normalized, so mpsConfig is present for strategy MPS.
 std::optional<api::MpsConfig> MpsConfigOf(const api::Config& config);
 
+// DynamicMIG: the stand-in for the UUID of dynamic MIG device `device_name` in a planned group,
+// "dynamic-mig/<device name>" (the MIG device exists only once migDevices created it).
+std::string DynamicMigUuidPlaceholder(const std::string& device_name);
+
+// A planned group with the stand-ins replaced by the UUIDs of `created` (device name -> UUID),
+// its pinned memory limits resolved again and its id kept: the group the daemon starts with.
+// NotFound naming the device when one was not created.
+absl::StatusOr<MpsDaemonGroup> WithCreatedMigUuids(
+    MpsDaemonGroup planned, const std::map<std::string, std::string>& created);
+
 // The daemon group of a claim's config group with MPS: device and full-GPU UUIDs (each once),
 // pinned memory limits resolved against the UUIDs (api::ResolvePinnedMemoryLimits). Permanent
 // config errors (api::IsPermanentConfigError): a bad limit, and `multiUser: true` on a device
-// whose compute capability is below 7.0 (Volta) or unknown, naming the device.
+// whose compute capability is below 7.0 (Volta) or unknown, naming the device. A dynamic MIG
+// device has no UUID yet: its stand-in (DynamicMigUuidPlaceholder) is used, and the group's id is
+// fixed (MpsDaemonGroup::id) so that it stays the same once WithCreatedMigUuids replaced them.
 absl::StatusOr<MpsDaemonGroup> MpsGroupFor(const std::string& claim_uid,
                                            const api::MpsConfig& config,
                                            const std::vector<const AllocatableDevice*>& devices);
