@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     HttpServerOptions options, std::map<std::string, HttpHandler> handlers) {
   httpserver::ServerOptions core;
-  core.address = options.address;
+  core.address = std::move(options.address);
   core.keep_alive = false;
   core.max_header_bytes = kMaxRequestBytes;
   core.max_body_bytes = 0;
@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   core.log_name = "http endpoint";
   core.shutdown_grace = absl::ZeroDuration();
   core.registry = options.registry;
-  core.metrics_prefix = options.metrics_prefix;
+  core.metrics_prefix = std::move(options.metrics_prefix);
   auto route = [handlers = std::move(handlers)](const httpserver::HttpRequest& request) {
     auto it = handlers.find(std::string(request.path));
     if (it == handlers.end()) {
