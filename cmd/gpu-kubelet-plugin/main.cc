@@ -18,9 +18,7 @@
 #include "lib/common/atomic_file.h"
 #include "lib/common/feature_gates.h"
 #include "lib/common/flags.h"
-#include "lib/common/log.h"
 #include "lib/common/signals.h"
-#include "lib/common/stack_dump.h"
 #include "lib/gpu/go_export.h"
 #include "lib/gpu/plugin_app.h"
 #include "lib/kubeletplugin/plugin_host.h"
@@ -129,109 +127,108 @@ int main(int argc, char** argv) {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr && std::getenv("GLIBC_TUNABLES") == nullptr) {
     mallopt(M_ARENA_MAX, 2);
   }
-  // Names in the SIGUSR2 stack dump (lib/common/stack_dump.h); before any thread starts.
-  dra::InitializeStackDumpSymbolizer(argv[0]);
-  // Signals are blocked before any thread starts so that only the handler thread receives them.
-  auto signals = dra::SignalHandler::Start();
-  if (!signals.ok()) {
-    std::fprintf(stderr, "gpu-kubelet-plugin: %s\n",
-                 std::string(signals.status().message()).c_str());
-    return 1;
-  }
-  dra::FeatureGates gates;
-  if (absl::Status s = dra::api::RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin"); !s.ok()) {
-    std::fprintf(stderr, "gpu-kubelet-plugin: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
   dra::gpu::PluginConfig c;
-  c.gates = &gates;
-  dra::Flags flags("gpu-kubelet-plugin",
-                   "gpu-kubelet-plugin implements a DRA driver plugin for NVIDIA GPUs. "
-                   "`gpu-kubelet-plugin export-go-checkpoint --help`: the way back to the public "
-                   "driver.");
-  dra::kubeletplugin::AddPluginHostFlags(
-      flags, &c,
-      {.namespace_name = "Namespace for MPS control-daemon Deployments.",
-       .cdi_root = "Directory for the generated per-claim CDI specs (created 0750 if missing).",
-       .container_driver_root = "Where the host driver root is mounted in this container; NVML "
-                                "and the driver files are looked up here.",
-       .proc_root = "Where /proc is found (MIG capability files, /proc/devices).",
-       .alt_proc_devices = "A file read instead of <proc-root>/devices for the character device "
-                           "majors, for nodes whose kernel has no NVIDIA entries there (simulated "
-                           "GPUs; the chart's altProcDevices). Empty: <proc-root>/devices.",
-       .kubelet_plugins_dir = "Parent of the plugin data directory <this>/gpu.nvidia.com "
-                              "(sockets, checkpoint, locks).",
-       .cleanup_interval = "How often prepared claims whose ResourceClaim is gone are "
-                           "unprepared."});
-  flags.AddString("image-name", "IMAGE_NAME", &c.image_name,
-                  "Image of the MPS control-daemon pods (the plugin's own image in the Helm "
-                  "chart). Required when the feature gate MPSSupport is enabled; unused without "
-                  "it.");
-  flags.AddString("image-pull-secrets", "IMAGE_PULL_SECRETS", &c.image_pull_secrets,
-                  "Comma-separated image pull secret names for the MPS control-daemon pods.");
-  flags.AddString("image-pull-policy", "IMAGE_PULL_POLICY", &c.image_pull_policy,
-                  "Image pull policy of the MPS control-daemon pods (Always, IfNotPresent, "
-                  "Never); empty: the Kubernetes default.");
-  flags.AddString("service-account-name", "SERVICE_ACCOUNT_NAME", &c.service_account_name,
-                  "Service account of the MPS control-daemon pods; empty: the namespace's "
-                  "default.");
-  flags.AddString("sys-root", "SYS_ROOT", &c.sys_root, "Where /sys is found (PCI topology).");
-  flags.AddString("host-root", "HOST_ROOT", &c.host_root,
-                  "Where the host's / is mounted in this container. Needed by the feature gate "
-                  "PassthroughSupport (VFIO): the host's PCI devices, IOMMU groups and "
-                  "modules.alias are read there, modprobe and fuser run chrooted into it; the "
-                  "plugin refuses to start with the gate on when it does not exist. With the gate "
-                  "FabricManagerPartitioning, the NVLink fabric is looked for there "
-                  "(proc/driver/nvidia-nvswitch/devices, sys/class/infiniband/*/device/vpd).");
-  flags.AddString("consumable-shares", "CONSUMABLE_SHARES", &c.consumable_shares,
-                  "Let several claims share a full GPU or MIG device (Kubernetes "
-                  "DRAConsumableCapacity): 'disabled' (one claim per device), 'memory' (claims "
-                  "consume device memory, by default all of it), 'unlimited' (memory, by default "
-                  "none of it), or a positive integer N (memory as with 'unlimited' plus N "
-                  "'shares', one per claim by default). Anything but 'disabled' needs the feature "
-                  "gate ConsumableShares. Claims sharing a device must configure it alike; MPS is "
-                  "not allowed then.");
-  flags.AddBool("device-status", "DEVICE_STATUS", &c.device_status,
-                "Write each prepared claim's status.devices entries (the device's UUID, product "
-                "name, MIG parent and profile, a Ready condition) and remove them at unprepare. "
-                "Best effort: a failed write never fails a prepare. Off: none are written; "
-                "entries written earlier are still removed at unprepare.");
-  flags.AddBool("prepare-trace", "PREPARE_TRACE", &c.prepare_trace,
-                "Log one line per prepare and unprepare call with the time spent in each stage "
-                "(claim fetch, config resolution, checkpoint read and write, CDI spec write, "
-                "device status, response), in microseconds. Also on at -v=5 and above.");
-  flags.AddBool("claim-informer", "CLAIM_INFORMER", &c.claim_informer,
-                "Answer the claim reads of a prepare from a cache of the ResourceClaims allocated "
-                "to this node, kept by a watch; a claim missing from it, or whose cached copy "
-                "has another UID or no allocation, is read with a GET. Off (the default): one "
-                "GET per claim. The watch cannot be narrowed to this node: the API server sends "
-                "every claim event of the cluster to every node that has it on.");
-  flags.AddDuration("nvidia-smi-timeout", "NVIDIA_SMI_TIMEOUT", &c.nvidia_smi_timeout,
-                    "Time limit of one nvidia-smi run (setting GPU time-slices); it is killed "
-                    "after that and the prepare fails (the kubelet retries).");
-  flags.AddString("additional-xids-to-ignore", "ADDITIONAL_XIDS_TO_IGNORE",
-                  &c.additional_xids_to_ignore,
-                  "With the feature gate NVMLDeviceHealthCheck: comma-separated XIDs that only "
-                  "say an application failed, in addition to 13,31,43,45,68,109. Such an XID "
-                  "taints the device with effect None (still schedulable, still healthy); any "
-                  "other XID taints it NoSchedule and reports it unhealthy to the kubelet.");
-  flags.AddDuration("health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD",
-                    &c.health_recovery_quiet_period,
-                    "With the feature gate NVMLDeviceHealthCheck: a device tainted NoSchedule for "
-                    "a critical XID or a lost GPU that sees no such event for this long is "
-                    "re-checked through NVML and, if its queries succeed, untainted and reported "
-                    "healthy again (a Node event DeviceHealthRecovered records it). 0 disables "
-                    "recovery: taints stay until the plugin restarts, as in the Go driver.");
-  flags.AddLoggingFlags();
-  flags.AddFeatureGatesFlag(&gates);
-  flags.SetVersion(DRA_VERSION);
-  flags.ParseOrExit(argc, argv);
-  flags.LogStartupConfig(&gates);
-
-  absl::Status s = dra::gpu::RunPlugin(c, signals->get());
-  if (!s.ok()) {
-    DRA_ERROR("gpu-kubelet-plugin failed", "err", s);
-    return 1;
-  }
-  return 0;
+  return dra::kubeletplugin::RunPluginMain(
+      argc, argv, &c,
+      {.program = "gpu-kubelet-plugin",
+       .description =
+           "gpu-kubelet-plugin implements a DRA driver plugin for NVIDIA GPUs. "
+           "`gpu-kubelet-plugin export-go-checkpoint --help`: the way back to the public "
+           "driver.",
+       .version = DRA_VERSION,
+       .help = {.namespace_name = "Namespace for MPS control-daemon Deployments.",
+                .cdi_root =
+                    "Directory for the generated per-claim CDI specs (created 0750 if missing).",
+                .container_driver_root =
+                    "Where the host driver root is mounted in this container; NVML "
+                    "and the driver files are looked up here.",
+                .proc_root = "Where /proc is found (MIG capability files, /proc/devices).",
+                .alt_proc_devices =
+                    "A file read instead of <proc-root>/devices for the character device "
+                    "majors, for nodes whose kernel has no NVIDIA entries there (simulated "
+                    "GPUs; the chart's altProcDevices). Empty: <proc-root>/devices.",
+                .kubelet_plugins_dir = "Parent of the plugin data directory <this>/gpu.nvidia.com "
+                                       "(sockets, checkpoint, locks).",
+                .cleanup_interval = "How often prepared claims whose ResourceClaim is gone are "
+                                    "unprepared."},
+       .register_gates =
+           [](dra::FeatureGates& gates) {
+             return dra::api::RegisterDriverFeatureGates(gates, "gpu-kubelet-plugin");
+           },
+       .add_flags =
+           [c = &c](dra::Flags& flags) {
+             flags.AddString(
+                 "image-name", "IMAGE_NAME", &c->image_name,
+                 "Image of the MPS control-daemon pods (the plugin's own image in the Helm "
+                 "chart). Required when the feature gate MPSSupport is enabled; unused without "
+                 "it.");
+             flags.AddString(
+                 "image-pull-secrets", "IMAGE_PULL_SECRETS", &c->image_pull_secrets,
+                 "Comma-separated image pull secret names for the MPS control-daemon pods.");
+             flags.AddString(
+                 "image-pull-policy", "IMAGE_PULL_POLICY", &c->image_pull_policy,
+                 "Image pull policy of the MPS control-daemon pods (Always, IfNotPresent, "
+                 "Never); empty: the Kubernetes default.");
+             flags.AddString(
+                 "service-account-name", "SERVICE_ACCOUNT_NAME", &c->service_account_name,
+                 "Service account of the MPS control-daemon pods; empty: the namespace's "
+                 "default.");
+             flags.AddString("sys-root", "SYS_ROOT", &c->sys_root,
+                             "Where /sys is found (PCI topology).");
+             flags.AddString(
+                 "host-root", "HOST_ROOT", &c->host_root,
+                 "Where the host's / is mounted in this container. Needed by the feature gate "
+                 "PassthroughSupport (VFIO): the host's PCI devices, IOMMU groups and "
+                 "modules.alias are read there, modprobe and fuser run chrooted into it; the "
+                 "plugin refuses to start with the gate on when it does not exist. With the gate "
+                 "FabricManagerPartitioning, the NVLink fabric is looked for there "
+                 "(proc/driver/nvidia-nvswitch/devices, sys/class/infiniband/*/device/vpd).");
+             flags.AddString(
+                 "consumable-shares", "CONSUMABLE_SHARES", &c->consumable_shares,
+                 "Let several claims share a full GPU or MIG device (Kubernetes "
+                 "DRAConsumableCapacity): 'disabled' (one claim per device), 'memory' (claims "
+                 "consume device memory, by default all of it), 'unlimited' (memory, by default "
+                 "none of it), or a positive integer N (memory as with 'unlimited' plus N "
+                 "'shares', one per claim by default). Anything but 'disabled' needs the feature "
+                 "gate ConsumableShares. Claims sharing a device must configure it alike; MPS is "
+                 "not allowed then.");
+             flags.AddBool(
+                 "device-status", "DEVICE_STATUS", &c->device_status,
+                 "Write each prepared claim's status.devices entries (the device's UUID, product "
+                 "name, MIG parent and profile, a Ready condition) and remove them at unprepare. "
+                 "Best effort: a failed write never fails a prepare. Off: none are written; "
+                 "entries written earlier are still removed at unprepare.");
+             flags.AddBool(
+                 "prepare-trace", "PREPARE_TRACE", &c->prepare_trace,
+                 "Log one line per prepare and unprepare call with the time spent in each stage "
+                 "(claim fetch, config resolution, checkpoint read and write, CDI spec write, "
+                 "device status, response), in microseconds. Also on at -v=5 and above.");
+             flags.AddBool(
+                 "claim-informer", "CLAIM_INFORMER", &c->claim_informer,
+                 "Answer the claim reads of a prepare from a cache of the ResourceClaims allocated "
+                 "to this node, kept by a watch; a claim missing from it, or whose cached copy "
+                 "has another UID or no allocation, is read with a GET. Off (the default): one "
+                 "GET per claim. The watch cannot be narrowed to this node: the API server sends "
+                 "every claim event of the cluster to every node that has it on.");
+             flags.AddDuration(
+                 "nvidia-smi-timeout", "NVIDIA_SMI_TIMEOUT", &c->nvidia_smi_timeout,
+                 "Time limit of one nvidia-smi run (setting GPU time-slices); it is killed "
+                 "after that and the prepare fails (the kubelet retries).");
+             flags.AddString(
+                 "additional-xids-to-ignore", "ADDITIONAL_XIDS_TO_IGNORE",
+                 &c->additional_xids_to_ignore,
+                 "With the feature gate NVMLDeviceHealthCheck: comma-separated XIDs that only "
+                 "say an application failed, in addition to 13,31,43,45,68,109. Such an XID "
+                 "taints the device with effect None (still schedulable, still healthy); any "
+                 "other XID taints it NoSchedule and reports it unhealthy to the kubelet.");
+             flags.AddDuration(
+                 "health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD",
+                 &c->health_recovery_quiet_period,
+                 "With the feature gate NVMLDeviceHealthCheck: a device tainted NoSchedule for "
+                 "a critical XID or a lost GPU that sees no such event for this long is "
+                 "re-checked through NVML and, if its queries succeed, untainted and reported "
+                 "healthy again (a Node event DeviceHealthRecovered records it). 0 disables "
+                 "recovery: taints stay until the plugin restarts, as in the Go driver.");
+           },
+       .run = [&c](dra::SignalHandler* signals) { return dra::gpu::RunPlugin(c, signals); }});
 }

@@ -132,6 +132,25 @@ struct PluginHostFlagHelp {
 // flags, then the logging and feature-gate flags.
 void AddPluginHostFlags(Flags& flags, PluginHostConfig* config, const PluginHostFlagHelp& help);
 
+// The main() of a kubelet plugin binary: the SIGUSR2 stack dump's symbolizer and the signal
+// handler (before any other thread, so that only the handler's thread receives SIGTERM), the
+// feature gates (`register_gates`), the flags (AddPluginHostFlags, then `add_flags`, then -v and
+// --feature-gates; --help and --version exit here), the startup configuration log, then `run`
+// until shutdown. Returns main's exit status: 1 when the signals or the gates cannot be set up or
+// `run` fails (logged), 2 for bad flags (ParseOrExit), 0 otherwise.
+struct PluginMainSpec {
+  std::string program;  // "gpu-kubelet-plugin"
+  std::string description;
+  std::string version;
+  PluginHostFlagHelp help;
+  std::function<absl::Status(FeatureGates& gates)> register_gates;
+  std::function<void(Flags& flags)> add_flags;  // the binary's own flags
+  // Starts the plugin and runs it until `signals` reports shutdown (RunUntilShutdown).
+  std::function<absl::Status(SignalHandler* signals)> run;
+};
+// `config` is the binary's configuration (its gates field is set here); it must outlive the call.
+int RunPluginMain(int argc, char** argv, PluginHostConfig* config, const PluginMainSpec& spec);
+
 class PluginHost {
  public:
   struct Options {
