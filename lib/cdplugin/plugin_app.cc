@@ -208,6 +208,9 @@ absl::Status PluginApp::OpenCheckpointAndCdi() {
   // cleanup pass removes the directories of ComputeDomains that are gone.
   policy.later_outcome = "compute-domain claims prepared before are no longer known";
   ASSIGN_OR_RETURN(p.checkpoint, p.host->OpenCheckpoint(std::move(policy)));
+  // Nothing to rebuild, so the event goes out now rather than after the ComputeDomain informer's
+  // first list (which may fail; the next start would not see the corruption again).
+  p.host->FinishCheckpointRecovery();
   ASSIGN_OR_RETURN(std::string base, p.cdi->WriteBaseSpec(*p.root));
   DRA_INFO("wrote the base CDI spec", "path", base);
   return absl::OkStatus();
@@ -233,7 +236,6 @@ absl::Status PluginApp::StartDomainCache() {
                                                        .host_imex = p.host_imex.get()},
                                     p.checkpoint, p.cdi.get(), p.domains.get());
   p.driver = std::make_unique<CdDriver>(p.state.get(), p.host->driver_metrics());
-  p.host->FinishCheckpointRecovery();
   p.driver->RefreshPreparedDevicesGauge();
   return absl::OkStatus();
 }

@@ -10,10 +10,10 @@
 //   3 driver root, NVML: driver version (>= 570.158.01, for DNS-named IMEX daemons, unless
 //     hostManaged), clique ID
 //     (strict with CrashOnNVLinkFabricErrors), the nvidia-caps-imex-channels major
-//   4 checkpoint (boot ID rule, the corruption policy of both plugins) [3]
+//   4 checkpoint (boot ID rule, the corruption policy of both plugins) [3]; a corrupt one
+//     reported at once (its claims' records cannot be rebuilt) [4]
 //   5 the base CDI spec
-//   6 the ComputeDomain informer (waits for its first list), the device state; a corrupt
-//     checkpoint reported (its claims' records cannot be rebuilt) [4]
+//   6 the ComputeDomain informer (waits for its first list), the device state
 //   7 ResourceSlices, then the DRA socket and the registration socket (prepares run
 //     concurrently) [5, 6]
 //   8 /metrics, /healthz, the gRPC health port [7]; the nvidia.com/gpu.clique node label

@@ -15,8 +15,9 @@
 //   1 MakeDirectories: plugin data directory and CDI directory (0750), the stack dump directory
 //   2 ConnectToApiServer: API clients, the Node event target, the uninstall watch, the metrics
 //   3 OpenCheckpoint: boot ID rule, corruption and adoption (CheckpointPolicy below)
-//   4 FinishCheckpointRecovery: once the plugin's state is built: the startup corruption event
-//     with what the plugin's rebuild made of it; later corruptions start a cleanup pass at once
+//   4 FinishCheckpointRecovery: before serving the kubelet, once the plugin can rebuild (its
+//     state built; at once for a plugin without a rebuild): the startup corruption event with
+//     what the rebuild made of it; from then on a corruption starts a cleanup pass at once
 //   5 CreatePublisher: the ResourceSlice publisher (the plugin publishes through it)
 //   6 ServeKubelet: the DRA socket, then the registration socket
 //   7 ServeHttpAndHealthPort: /metrics and /healthz, the gRPC health port (SERVING once the
