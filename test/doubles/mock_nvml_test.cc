@@ -213,6 +213,15 @@ TEST_F(MockNvmlTest, InjectedXidReachesEventWaiters) {
   EXPECT_EQ(data.event_type, abi::kEventTypeXidCriticalError);
   EXPECT_EQ(data.event_data, 79u);
   EXPECT_EQ(data.gpu_instance_id, 0xffffffffu);
+  // With a GPU and a compute instance: an event of that MIG device.
+  smi = dra::testing::RunCommand(
+      {dir_.path() + "/usr/bin/nvidia-smi", "--mock-inject-xid", gpu0, "48", "3", "0"});
+  ASSERT_TRUE(smi.ok());
+  ASSERT_EQ(smi->exit_code, 0) << smi->output;
+  ASSERT_EQ(wait(set, &data, 2000), abi::kSuccess);
+  EXPECT_EQ(data.event_data, 48u);
+  EXPECT_EQ(data.gpu_instance_id, 3u);
+  EXPECT_EQ(data.compute_instance_id, 0u);
   EXPECT_EQ(wait(set, &data, 30), abi::kErrorTimeout);
   EXPECT_EQ(free_set(set), abi::kSuccess);
   EXPECT_EQ(free_set(set), abi::kErrorInvalidArgument);

@@ -9,7 +9,9 @@
 //   nvidia-smi [-i ID] -pm | --persistence-mode 0|1|DISABLED|ENABLED
 //   nvidia-smi compute-policy [-i ID] --set-timeslice N    N in 0..3 (Default..Long)
 //   nvidia-smi compute-policy [-i ID] -l | --list
-//   nvidia-smi --mock-inject-xid GPU-UUID XID    mock only: queue an XID event for NVML waiters
+//   nvidia-smi --mock-inject-xid GPU-UUID XID [GI CI]   mock only: queue an XID event for NVML
+//                                                waiters (of a MIG device: its GPU/compute
+//                                                instance)
 // ID is a visible index, a GPU UUID or a PCI bus id; several may be given comma-separated.
 
 #include <cstdio>
@@ -34,7 +36,9 @@ constexpr const char* kUsage =
     "    compute-policy [-i ID] --set-timeslice=N | -l\n"
     "                                Set (N = 0 default, 1 short, 2 medium, 3 long) or list the\n"
     "                                compute time-slice.\n"
-    "    --mock-inject-xid UUID XID  Mock only: queue an XID event for the GPU.\n";
+    "    --mock-inject-xid UUID XID [GI CI]\n"
+    "                                Mock only: queue an XID event for the GPU (with GI and CI:\n"
+    "                                for its MIG device of that GPU and compute instance).\n";
 
 constexpr const char* kBadArguments =
     "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n";
@@ -43,6 +47,7 @@ struct Options {
   bool help = false, version = false, list = false, query = false;
   bool compute_policy = false, policy_list = false;
   std::string ids, compute_mode, persistence_mode, timeslice, inject_uuid, inject_xid;
+  std::string inject_gi, inject_ci;  // empty: the full GPU
   bool has_compute_mode = false, has_persistence_mode = false, has_timeslice = false;
   bool inject = false;
 };
@@ -98,6 +103,11 @@ bool Parse(const std::vector<std::string>& args, Options* o) {
       o->inject = true;
       o->inject_uuid = args[++i];
       o->inject_xid = args[++i];
+      if (i + 2 < args.size() && args[i + 1].find_first_not_of("0123456789") == std::string::npos &&
+          args[i + 2].find_first_not_of("0123456789") == std::string::npos) {
+        o->inject_gi = args[++i];
+        o->inject_ci = args[++i];
+      }
     } else {
       ok = false;
     }
@@ -122,7 +132,7 @@ int main(int argc, char** argv) {
   fake_smi::Smi smi;
   if (int rc = smi.Init(); rc != 0) return rc;
   if (o.version) return smi.Version();
-  if (o.inject) return smi.InjectEvent(o.inject_uuid, o.inject_xid);
+  if (o.inject) return smi.InjectEvent(o.inject_uuid, o.inject_xid, o.inject_gi, o.inject_ci);
   if (o.compute_policy) {
     return o.has_timeslice ? smi.SetTimeslice(o.ids, o.timeslice) : smi.ListTimeslice(o.ids);
   }

@@ -196,16 +196,23 @@ int Smi::Summary() {
   return 0;
 }
 
-int Smi::InjectEvent(const std::string& uuid, const std::string& xid) {
+int Smi::InjectEvent(const std::string& uuid, const std::string& xid, const std::string& gi,
+                     const std::string& ci) {
   if (nvml_.mock_inject_event == nullptr) {
     std::fprintf(stderr, "--mock-inject-xid needs the mock libnvidia-ml.so.1\n");
     return abi::kErrorNotSupported;
   }
-  const abi::Return ret =
-      nvml_.mock_inject_event(uuid.c_str(), abi::kEventTypeXidCriticalError,
-                              std::strtoull(xid.c_str(), nullptr, 10), 0xffffffff, 0xffffffff);
+  const abi::Return ret = nvml_.mock_inject_event(
+      uuid.c_str(), abi::kEventTypeXidCriticalError, std::strtoull(xid.c_str(), nullptr, 10),
+      gi.empty() ? 0xffffffffu : static_cast<unsigned int>(std::strtoul(gi.c_str(), nullptr, 10)),
+      ci.empty() ? 0xffffffffu : static_cast<unsigned int>(std::strtoul(ci.c_str(), nullptr, 10)));
   if (ret != abi::kSuccess) return Fail("Failed to inject the event", ret);
-  std::printf("Injected XID %s for GPU %s.\n", xid.c_str(), uuid.c_str());
+  if (gi.empty()) {
+    std::printf("Injected XID %s for GPU %s.\n", xid.c_str(), uuid.c_str());
+  } else {
+    std::printf("Injected XID %s for GPU %s, GPU instance %s, compute instance %s.\n", xid.c_str(),
+                uuid.c_str(), gi.c_str(), ci.c_str());
+  }
   return 0;
 }
 

@@ -51,7 +51,9 @@ class Smi {
   int SetPersistenceMode(const std::string& ids, const std::string& mode);  // -pm
   int SetTimeslice(const std::string& ids, const std::string& value);       // compute-policy
   int ListTimeslice(const std::string& ids);                                // compute-policy -l
-  int InjectEvent(const std::string& uuid, const std::string& xid);         // --mock-inject-xid
+  // --mock-inject-xid; `gi`/`ci` empty: the full GPU.
+  int InjectEvent(const std::string& uuid, const std::string& xid, const std::string& gi = "",
+                  const std::string& ci = "");
 
  private:
   int Fail(const std::string& what, abi::Return ret);
