@@ -424,6 +424,51 @@ TEST_F(CdPluginIntegrationTest, UnknownConfigFieldFailsAtOnce) {
 // --imex-mode=hostManaged: the "host" IMEX daemon is the fake nvidia-imex serving its command
 // channel on <mock root>/etc/nvidia-imex/imex_ctrl.sock (the mock root has a /dev, so it is the
 // dev root), queried by the mock root's fake nvidia-imex-ctl.
+// A checkpoint found corrupt while the plugin serves gets the policy both kubelet plugins share
+// (lib/kubeletplugin/plugin_host.h, docs/checkpoint-format.md "Corruption"): counted, a Warning
+// Event CheckpointCorrupt on the Node, and a cleanup pass at once, long before --cleanup-interval
+// (10 min): here it removes the directory of a ComputeDomain that does not exist.
+TEST_F(CdPluginIntegrationTest, CorruptCheckpointWhileServingIsReportedAndStartsACleanupPass) {
+  const std::string stale = plugin_->data_dir() + "/domains/00000000-0000-4000-8000-00000000dead";
+  fs::create_directories(stale);
+  const std::string checkpoint = plugin_->data_dir() + "/checkpoint.json";
+  ASSERT_TRUE(WriteFileAtomically(checkpoint, "{not json", 0600).ok());  // a new inode: read again
+
+  // An unprepare reads the checkpoint: the corrupt file is moved aside, the call succeeds.
+  EXPECT_EQ(Unprepare(user_ns_, "gone", "00000000-0000-4000-8000-000000000001"), "");
+  bool moved_aside = false;
+  for (const auto& e : fs::directory_iterator(plugin_->data_dir())) {
+    moved_aside |= e.path().filename().string().rfind("checkpoint.json.corrupt-", 0) == 0;
+  }
+  EXPECT_TRUE(moved_aside);
+
+  auto metrics_client =
+      Client::Create(k8s::RestConfig{.server = absl::StrCat("http://127.0.0.1:", http_port_)});
+  ASSERT_TRUE(metrics_client.ok());
+  auto text = (*metrics_client)->GetRaw("/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("nvidia_dra_checkpoint_corruptions_total 1"));
+
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  bool event = false;
+  while (!(event && !fs::exists(stale)) && absl::Now() < deadline) {
+    auto events = client_->ListAll(
+        k8s::Event::kResource, "default",
+        {.field_selector = absl::StrCat("involvedObject.kind=Node,involvedObject.name=", node_,
+                                        ",reason=CheckpointCorrupt")});
+    ASSERT_TRUE(events.ok()) << events.status();
+    for (const auto& e : (*events)["items"]) {
+      event |= e.value("message", "")
+                   .find(
+                       "compute-domain claims prepared before are no longer "
+                       "known") != std::string::npos;
+    }
+    absl::SleepFor(absl::Milliseconds(200));  // polling the API server and the directory
+  }
+  EXPECT_TRUE(event) << "no CheckpointCorrupt event on Node " << node_;
+  EXPECT_FALSE(fs::exists(stale)) << "no cleanup pass removed " << stale;
+}
+
 class CdPluginHostManagedTest : public CdPluginIntegrationTest {
  protected:
   std::vector<std::string> ExtraArgs() override {
