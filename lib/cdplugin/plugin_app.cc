@@ -38,10 +38,6 @@ namespace {
 
 constexpr char kComponent[] = "compute-domain-kubelet-plugin";
 
-bool GateOn(const FeatureGates* gates, absl::string_view gate) {
-  return gates != nullptr && gates->Enabled(gate);
-}
-
 }  // namespace
 
 struct PluginApp::Parts {
@@ -138,8 +134,7 @@ void PluginApp::RemoveCliqueLabel() {
 }
 
 absl::Status PluginApp::CheckConfig() {
-  if (config_.imex_mode == "hostManaged" &&
-      !GateOn(config_.gates, api::gate::kHostManagedIMEXDaemon)) {
+  if (config_.imex_mode == "hostManaged" && !config_.GateOn(api::gate::kHostManagedIMEXDaemon)) {
     return absl::InvalidArgumentError(
         "--imex-mode=hostManaged requires the feature gate HostManagedIMEXDaemon");
   }
@@ -181,7 +176,7 @@ absl::Status PluginApp::InspectDriver() {
         "of this version); upgrade the driver"));
   }
   absl::StatusOr<std::string> clique =
-      DiscoverCliqueId(*p.nvml, GateOn(config_.gates, api::gate::kCrashOnNVLinkFabricErrors));
+      DiscoverCliqueId(*p.nvml, config_.GateOn(api::gate::kCrashOnNVLinkFabricErrors));
   if (!clique.ok()) return Annotate(clique.status(), "determine the NVLink clique ID");
   p.clique_id = *clique;
   absl::StatusOr<int64_t> major = driverroot::CharDeviceMajor(*p.root, "nvidia-caps-imex-channels");
@@ -315,7 +310,7 @@ void PluginApp::LabelGpuClique() {
 void PluginApp::RefreshCliqueId() {
   Parts& p = *parts_;
   absl::StatusOr<std::string> clique =
-      DiscoverCliqueId(*p.nvml, GateOn(config_.gates, api::gate::kCrashOnNVLinkFabricErrors));
+      DiscoverCliqueId(*p.nvml, config_.GateOn(api::gate::kCrashOnNVLinkFabricErrors));
   if (!clique.ok()) {
     DRA_WARNING("rediscovering the NVLink clique ID failed; keeping the current one", "current",
                 p.state->clique_id(), "err", clique.status());
