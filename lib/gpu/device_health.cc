@@ -373,10 +373,10 @@ std::vector<std::string> DeviceHealthMonitor::LostDevices(
   for (const auto& [uuid, names] : devices_by_gpu_) {
     if (paused.contains(uuid)) continue;
     if (!paused.empty()) {
-      absl::Status s = [&]() -> absl::Status {
-        ASSIGN_OR_RETURN(nvml::Device gpu, session_.DeviceByUuid(uuid));
+      absl::Status s = [this](const std::string& gpu_uuid) -> absl::Status {
+        ASSIGN_OR_RETURN(nvml::Device gpu, session_.DeviceByUuid(gpu_uuid));
         return gpu.Memory().status();
-      }();
+      }(uuid);
       if (s.ok()) continue;
     }
     out.insert(out.end(), names.begin(), names.end());
