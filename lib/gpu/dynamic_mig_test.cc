@@ -24,6 +24,7 @@
 #include "lib/gpu/inventory.h"
 #include "lib/gpu/mig_manager.h"
 #include "lib/gpu/partitionable_slices.h"
+#include "lib/gpu/prepared.h"
 #include "lib/gpu/vfio_claim.h"
 #include "lib/nvml/nvml.h"
 #include "test/doubles/testing/mock_driver_root.h"
@@ -238,6 +239,24 @@ TEST_F(DynamicMigTest, VfioDeviceConsumesTheWholeGpusCounters) {
     ASSERT_EQ(slice.shared_counters.size(), 1u);
     EXPECT_EQ(slice.shared_counters[0].name, "gpu-3-counter-set");
   }
+  // Prepare refuses a VFIO device while another claim holds a dynamic MIG device of its GPU, and
+  // the other way round (an allocation the counters should have prevented).
+  checkpoint::ClaimMap claims;
+  claims["uid-mig"].prepared_devices =
+      PreparedDevicesToJson({PreparedDevice{.device = "gpu-3-mig-1g5gb-19-6"}});
+  claims["uid-vfio"].prepared_devices =
+      PreparedDevicesToJson({PreparedDevice{.device = "gpu-vfio-0"}});
+  absl::Status busy = CheckSiblingsFree(inventory_, "uid-new", {"gpu-vfio-1"}, claims);
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition) << busy;
+  EXPECT_THAT(std::string(busy.message()),
+              HasSubstr("requested device gpu-vfio-1 is the same GPU as device "
+                        "gpu-3-mig-1g5gb-19-6, which is prepared for claim uid-mig"));
+  EXPECT_EQ(CheckSiblingsFree(inventory_, "uid-new", {"gpu-0-mig-1g5gb-19-0"}, claims).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(CheckSiblingsFree(inventory_, "uid-new", {"gpu-1-mig-1g5gb-19-0"}, claims).ok());
+  EXPECT_TRUE(CheckSiblingsFree(inventory_, "uid-mig", {"gpu-vfio-1"}, claims).ok())
+      << "a claim's own devices";
+
   // The health check's paused GPUs: GPU 3 (no full GPU device) is found through a MIG device's
   // parent; a held full GPU is no VFIO device.
   EXPECT_EQ(VfioHeldGpus(inventory_, {"gpu-vfio-1", "gpu-0-mig-7g40gb-0-0"}),

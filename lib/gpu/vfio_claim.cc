@@ -110,6 +110,19 @@ absl::Status CheckSiblingsFree(const Inventory& inventory, const std::string& cl
   for (const std::string& name : devices) {
     std::string sibling = VfioSibling(inventory, name);
     if (!sibling.empty()) siblings.emplace(std::move(sibling), name);
+    // DynamicMIG: a GPU's VFIO device and its dynamic MIG devices are the same GPU too (the
+    // scheduler keeps them apart through the shared counters; this catches a stale allocation).
+    const AllocatableDevice* d = inventory.Find(name);
+    const bool vfio = d != nullptr && d->type == DeviceType::kVfio;
+    const bool dynamic_mig = d != nullptr && d->mig && d->mig->dynamic;
+    if (!vfio && !dynamic_mig) continue;
+    for (const AllocatableDevice& other : inventory.devices) {
+      if (other.gpu.pci_bus_id != d->gpu.pci_bus_id || d->gpu.pci_bus_id.empty()) continue;
+      if ((vfio && other.mig && other.mig->dynamic) ||
+          (dynamic_mig && other.type == DeviceType::kVfio)) {
+        siblings.emplace(other.name, name);
+      }
+    }
   }
   if (siblings.empty()) return absl::OkStatus();  // no VFIO devices announced: the common case
   for (const auto& [uid, claim] : claims) {

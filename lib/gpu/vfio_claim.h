@@ -59,7 +59,8 @@ std::set<std::string> VfioHeldGpus(const Inventory& inventory, const std::set<st
 Inventory WithoutHeldSiblings(const Inventory& inventory, const std::set<std::string>& held);
 
 // FailedPrecondition when the sibling of one of `devices` is held by another claim of `claims`
-// than `claim_uid` (the slice had left it out, the allocation is stale).
+// than `claim_uid` (the slice had left it out, the allocation is stale). With DynamicMIG a GPU's
+// VFIO device and its dynamic MIG devices count as siblings too.
 absl::Status CheckSiblingsFree(const Inventory& inventory, const std::string& claim_uid,
                                const std::vector<std::string>& devices,
                                const checkpoint::ClaimMap& claims);
