@@ -77,7 +77,7 @@ stat() { sed -nE "s/^stat::$2: *([0-9]+).*/\1/p" "$1" | tail -n 1; }
 # $logs/<name>.more, and "ok" to $logs/<name>.ok when it passed (a finding, or a run that died,
 # leaves no .ok file).
 fuzz_one() {
-  local name=$1 bin=$2 corpus=$3 log status=0 cov0= ft0= cov1= ft1= execs rate files result
+  local name=$1 bin=$2 corpus=$3 log status=0 cov0='' ft0='' cov1='' ft1='' execs rate files result
   shift 3
   log=$logs/$name.log
   rm -f "$logs/$name.row" "$logs/$name.more" "$logs/$name.ok"
@@ -104,7 +104,7 @@ fuzz_one() {
   if ((status != 0)); then
     result="FINDING (exit $status): $(grep -m1 -E 'ERROR: |runtime error|fuzz invariant|deadly signal' "$log" || echo "see $log")"
     {
-      ls "$artifacts/$name-"* 2>/dev/null | sed 's/^/    input: /' || true
+      compgen -G "$artifacts/$name-*" | sed 's/^/    input: /' || true
       echo "    log: $log"
     } >"$logs/$name.more"
   fi

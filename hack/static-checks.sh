@@ -11,7 +11,10 @@
 #   3. the docs lint (hack/docs-lint.sh): every repository path and C++ name that README.md and
 #      docs/*.md mention exists;
 #   4. docs/reference.md is what hack/gen-reference.sh generates from the check build's binaries
-#      and the chart (and every variable the chart sets is read by a flag).
+#      and the chart (and every variable the chart sets is read by a flag);
+#   5. shellcheck (or $DRA_SHELLCHECK) on every shell script in the repository (the tracked *.sh,
+#      *.bash and *.bats files and those with a shell #! line), with the settings of .shellcheckrc,
+#      every finding an error.
 #
 # clang-tidy results are cached: a translation unit is checked again only when its compile
 # command, its source or one of the headers it includes (ninja's dependency log of the clang
@@ -20,7 +23,8 @@
 #
 # Usage: hack/static-checks.sh [-j N] [FILE.cc ...]   (files: only these translation units)
 # Prints the findings, then one line "static: N passed, N failed, 0 skipped" (the build counts as
-# one check, the docs lint as one, each translation unit as one); exits non-zero on any failure.
+# one check, the docs lint as one, each script and each translation unit as one); exits non-zero
+# on any failure.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -49,6 +53,30 @@ if hack/docs-lint.sh; then
 else
   failed=$((failed + 1))
   echo "static: the docs name paths or code that do not exist (above)" >&2
+fi
+
+SHELLCHECK=${DRA_SHELLCHECK:-shellcheck}
+mapfile -t scripts < <({
+  git ls-files -- '*.sh' '*.bash' '*.bats'
+  git ls-files | while read -r f; do
+    [[ -f $f && ${f##*/} != *.* ]] && head -n 1 "$f" | grep -qE '^#!.*(bash|/sh|bats)' && echo "$f"
+  done
+} | sort -u)
+progress "shellcheck on ${#scripts[@]} scripts"
+if ! command -v "$SHELLCHECK" >/dev/null; then
+  failed=$((failed + ${#scripts[@]}))
+  echo "static: no $SHELLCHECK; install it with hack/install-deps.sh" >&2
+else
+  sc_out=$("$SHELLCHECK" -f gcc "${scripts[@]}" 2>&1) && sc_rc=0 || sc_rc=$?
+  [[ -z $sc_out ]] || printf '%s\n' "$sc_out" >&2
+  # A script with findings is one failed check; shellcheck failing without any is all of them.
+  sc_failed=$(printf '%s\n' "$sc_out" | grep -E '^[^:]+:[0-9]+:[0-9]+: ' | cut -d: -f1 | sort -u | grep -c . || true)
+  if ((sc_rc != 0 && sc_failed == 0)); then
+    sc_failed=${#scripts[@]}
+    echo "static: $SHELLCHECK failed (exit $sc_rc)" >&2
+  fi
+  passed=$((passed + ${#scripts[@]} - sc_failed))
+  failed=$((failed + sc_failed))
 fi
 
 t=$SECONDS

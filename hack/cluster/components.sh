@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # How each control-plane component is started and probed. Sourced by lib.sh; relies on its settings.
 
 # Command lines. One function per component fills the global array CMD, so that up.sh and
@@ -16,6 +17,7 @@ cmd_etcd() {
 }
 
 cmd_kube_apiserver() {
+  # shellcheck disable=SC2054 # the commas are inside flag values
   CMD=("$K8S_BIN_DIR/kube-apiserver"
     --etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT"
     # Every address: host clients use 127.0.0.1, pods $APISERVER_POD_IP.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Node selection and GPU-driver checks shared by gpu-plugin.sh (the driver as host processes) and
 # helm-driver.sh (the driver from the Helm chart). Source it after lib.sh and node-lib.sh; set
 # DEFAULT_PROFILE and PROFILES (the --profile arguments) before calling profile_for.
@@ -16,7 +17,7 @@ running_nodes() {
 # --nodes N (the first N running nodes) or names (comma or space separated); none: every running
 # node. Dies naming a node that does not run.
 select_nodes() {
-  local all me=${0##*/}; all=$(running_nodes)
+  local all me=${0##*/}; all=$(running_nodes kubelet)
   [[ -n $all ]] || die "$me: no local node is running; start them with hack/cluster/up.sh --nodes N"
   if [[ -z $1 ]]; then echo "$all"
   elif [[ $1 =~ ^[0-9]+$ ]]; then head -n "$1" <<<"$all"

@@ -29,6 +29,7 @@ source "$HACK_CLUSTER_DIR/node-lib.sh"
 source "$HACK_CLUSTER_DIR/gpu-nodes-lib.sh"
 REPO_ROOT=$(cd "$HACK_CLUSTER_DIR/../.." && pwd)
 GPU_PLUGIN_BIN=${DRA_GPU_PLUGIN_BIN:-$REPO_ROOT/build/default/cmd/gpu-kubelet-plugin/gpu-kubelet-plugin}
+# shellcheck disable=SC2034 # read by profile_for (gpu-nodes-lib.sh)
 DEFAULT_PROFILE=${DRA_GPU_PROFILE:-h100-8x}
 # Node i serves /metrics and /healthz on 127.0.0.1:(GPU_PLUGIN_PORT + 100*(i-1)), beside its kubelet.
 GPU_PLUGIN_PORT=${DRA_GPU_PLUGIN_PORT:-10280}
@@ -53,6 +54,7 @@ dra_socket() { echo "$NODE_STATE_ROOT/$1/kubelet/plugins/$DRIVER/dra.sock"; }
 # loaded (never pulled), in the default namespace.
 cmd_gpu_kubelet_plugin() {
   local n=${1%/*} root; root=$(driver_root "${1%/*}")
+  # shellcheck disable=SC2034 # read by start_component (lib.sh)
   CMD_PREFIX=(nsenter --mount="$(node_mntns "$n")" --)
   CMD=("$GPU_PLUGIN_BIN" --node-name="$n" --kubeconfig="$KUBECONFIG_PATH"
     --kubelet-plugins-directory-path=/var/lib/kubelet/plugins

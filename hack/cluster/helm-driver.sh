@@ -46,6 +46,7 @@ DRIVER=$GPU_DRIVER_NAME
 CHART_ROOT=/run/nvidia/driver
 GPU_LABEL=nvidia.com/gpu.present
 PLUGIN_SELECTOR=dra-driver-nvidia-gpu-component=kubelet-plugin
+# shellcheck disable=SC2034 # read by profile_for (gpu-nodes-lib.sh)
 DEFAULT_PROFILE=${DRA_GPU_PROFILE:-h100-8x}
 HELM=$HELM_BIN_DIR/helm
 
@@ -134,7 +135,7 @@ fail_install() {
 }
 
 cmd_install() {
-  local t=$EPOCHREALTIME ds n nodes deadline cmd gpu_classes out
+  local t=$EPOCHREALTIME ds n nodes deadline gpu_classes out helm_cmd
   [[ -x $HELM ]] || die "helm-driver: no helm at $HELM; build it: hack/cluster/build.sh helm"
   component_healthy kube-apiserver || die "helm-driver: the control plane is not up: hack/cluster/up.sh --nodes N"
   nodes=$(kubectl get nodes -l "$GPU_LABEL=true" -o jsonpath='{.items[*].metadata.name}')
@@ -164,10 +165,10 @@ cmd_install() {
   kubectl apply --server-side --force-conflicts --field-manager=helm-driver -f "$REPO_ROOT/$CHART/crds" >/dev/null ||
     die "helm-driver: applying the chart's CRDs ($CHART/crds) failed"
 
-  cmd=("$HELM" --kubeconfig "$KUBECONFIG_PATH" upgrade --install "$RELEASE" "$CHART"
+  helm_cmd=("$HELM" --kubeconfig "$KUBECONFIG_PATH" upgrade --install "$RELEASE" "$CHART"
     --namespace "$NAMESPACE" --create-namespace --values "$VALUES" "${HELM_ARGS[@]}")
-  printf '$ cd %s && %s\n' "$REPO_ROOT" "$(printf '%q ' "${cmd[@]}" | sed 's/ $//')"
-  out=$(cd "$REPO_ROOT" && "${cmd[@]}" 2>&1) || { printf '%s\n' "$out" >&2; die "helm-driver: helm upgrade --install failed"; }
+  printf '$ cd %s && %s\n' "$REPO_ROOT" "$(printf '%q ' "${helm_cmd[@]}" | sed 's/ $//')"
+  out=$(cd "$REPO_ROOT" && "${helm_cmd[@]}" 2>&1) || { printf '%s\n' "$out" >&2; die "helm-driver: helm upgrade --install failed"; }
   printf '%s\n' "$out" | sed 's/^/    /'
 
   # Rolled out = every scheduled pod is updated and Ready: the init step found the driver and the
@@ -243,7 +244,7 @@ cmd_logs() {
 
 main() {
   local cmd=${1:-} nodes=
-  PROFILES=() HELM_ARGS=() LOG_NODE= LOG_TAIL=20
+  PROFILES=() HELM_ARGS=() LOG_NODE='' LOG_TAIL=20
   (($#)) && shift
   while (($#)); do
     case $1 in

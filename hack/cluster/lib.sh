@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # its variables are read by the scripts that source it
 # Shared settings and helpers for the hack/cluster scripts. Source it; it has no side effects beyond
 # defining variables and functions (it also sources components.sh). Every setting that reads DRA_*
 # can be overridden from the environment.

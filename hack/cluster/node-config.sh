@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Configuration files of a local node (containerd, CNI, kubelet). Sourced by node-lib.sh. Every
 # non-default setting says why; the paths are the ones inside the node's mount namespace.
 

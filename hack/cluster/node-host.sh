@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # What a local node changes on this machine, and how node.sh takes it back: the mount namespace
 # and its bind mounts, the node address on lo, the pod cgroup, the CNI bridge. Sourced by node.sh.
 

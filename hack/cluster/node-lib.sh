@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # its variables are read by the scripts that source it
 # Settings and command lines of the local nodes (node.sh). Source it after lib.sh and pki.sh.
 #
 # A node is a containerd + kubelet pair in a mount namespace of its own. Inside it the standard

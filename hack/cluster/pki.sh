@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # its variables are read by the scripts that source it
 # Certificates and kubeconfigs for the local cluster, made with openssl. Source it after lib.sh.
 # Everything is RSA 2048 like kubeadm's defaults, so any TLS stack our C++ client links accepts it.
 

@@ -16,7 +16,7 @@ esac
 start_time=$EPOCHREALTIME
 exec 9>"$CLUSTER_DIR.lock"
 flock -w 600 9 || die "another up.sh/down.sh holds $CLUSTER_DIR.lock"
-component_pid etcd >/dev/null && component_healthy etcd ||
+{ component_pid etcd >/dev/null && component_healthy etcd; } ||
   die "etcd is not running; start the cluster with hack/cluster/up.sh"
 stop_component kube-apiserver "$grace"
 progress "starting kube-apiserver"

@@ -110,7 +110,7 @@ while (($#)); do
 done
 ((${#args[@]} == 2)) || die "usage: make-driver-root.sh [--lib PATH] [--smi PATH] [--mps-control PATH] [--imex PATH] [--imex-ctl PATH] [--clique-id N] [--cluster-uuid UUID] [--fm-partitions FILE] [--nvfm PATH] [--reset-state] <profile> <dir>"
 if [[ -n $clique_id ]]; then
-  [[ $clique_id =~ ^[0-9]+$ ]] && ((${#clique_id} <= 10 && 10#$clique_id <= 4294967295)) ||
+  { [[ $clique_id =~ ^[0-9]+$ ]] && ((${#clique_id} <= 10 && 10#$clique_id <= 4294967295)); } ||
     die "--clique-id $clique_id: want a decimal number from 0 to 4294967295"
   clique_id=$((10#$clique_id))
 fi

@@ -14,7 +14,8 @@ setup_file() {
   load cd_lib
   make_test_namespace cdbind
   cd_nodes_up 3 4
-  export N3=$(node_var 3 NAME) N4=$(node_var 4 NAME)
+  N3=$(node_var 3 NAME) N4=$(node_var 4 NAME)
+  export N3 N4
 }
 
 teardown_file() {

@@ -89,6 +89,7 @@ spec: {numNodes: -1, channel: {resourceClaimTemplate: {name: x}}}"
   replicas=$(kubectl -n "$ns" get "$ctrl" -o jsonpath='{.spec.replicas}')
   pods=$(kubectl -n "$ns" get pods -l dra-driver-nvidia-gpu-component=controller -o name)
   kubectl -n "$ns" scale "$ctrl" --replicas=0 >/dev/null
+  # shellcheck disable=SC2086 # one argument per pod name
   [ -z "$pods" ] || kubectl -n "$ns" wait --for=delete $pods --timeout=90s >/dev/null
   k patch computedomain cd2 --subresource status --type merge -p "$patch" >/dev/null
   row=$(k get computedomain cd2 --no-headers)

@@ -15,7 +15,8 @@ setup_file() {
   load cd_lib
   make_test_namespace cdhost
   cd_nodes_up 3 3
-  export N3=$(node_var 3 NAME)
+  N3=$(node_var 3 NAME)
+  export N3
   change_driver --set resources.computeDomains.imex.mode=hostManaged \
     --set featureGates.HostManagedIMEXDaemon=true
   wait_for 120 "the hostManaged plugin on $N3 to publish only channel-0" \

@@ -12,7 +12,8 @@ setup_file() {
   load cd_lib
   make_test_namespace cd
   cd_nodes_up 3 4
-  export N3=$(node_var 3 NAME) N4=$(node_var 4 NAME)
+  N3=$(node_var 3 NAME) N4=$(node_var 4 NAME)
+  export N3 N4
 }
 
 teardown_file() {
@@ -183,10 +184,10 @@ EOF2
 }
 
 @test "two ComputeDomains on the same nodes stay isolated: the second waits for the node, then forms its own domain" {
-  local a b
+  local a
   compute_domain cd-a
   compute_domain cd-b
-  a=$(cd_uid cd-a) b=$(cd_uid cd-b)
+  a=$(cd_uid cd-a)
   cd_workload a1 "$N3" cd-a-channel
   cd_workload a2 "$N4" cd-a-channel
   wait_cd_status cd-a "Ready|$N3,$N4" 180

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # its variables are read by the files that load it
 # Helpers for the ComputeDomain scenarios (cd_*.bats). Load after lib.bash and gpu_lib.bash.
 #
 # Nodes 1 and 2 (run.sh: mock H100s and A100s) have no multi-node NVLink fabric, so the

@@ -142,6 +142,7 @@ running_gpu_pod() {
   kill_component kube-apiserver
   run api_up
   [ "$status" -ne 0 ]
+  # shellcheck disable=SC2034 # read by the eval of wait_for below
   failed_before=$(publish_failures "$logs")
   node_smi "$GPU_NODE" --mock-inject-xid "$uuid" 48
   # The plugin sees the XID and fails to publish it: its log says so before the API server returns.
@@ -222,6 +223,7 @@ prepare_call_waiting() {
   id=$(container_id pod1)
   uuid=$(gpu_uuids pod1)
   uid=$(k get resourceclaim "$(claim_of pod1 gpu)" -o jsonpath='{.metadata.uid}')
+  # shellcheck disable=SC2034 # read by the eval of wait_for below
   regs=$(registrations "$GPU_NODE")
   restarts=$(plugin_restarts "$GPU_NODE")
 

@@ -109,6 +109,7 @@ workload_state() {
   local results
   results=$(kubectl -n "$ADMIN_NS" get resourceclaim all-gpus -o json |
     jq -r '.status.allocation.devices.results[] | "\(.pool)/\(.device) \(.adminAccess)"' | sort)
+  # shellcheck disable=SC2086,SC2116 # word splitting puts the lines on one
   echo "# $(echo $results)" >&3
   [ "$(grep -c ' true$' <<<"$results")" -eq 8 ]
   grep -qx "$(allocated plain) true" <<<"$results"

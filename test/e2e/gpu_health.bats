@@ -61,6 +61,7 @@ plugin_metric() {
   local dir cp before_events
   dir="$(node_var "$(node_idx "$GPU_NODE")" KUBELET_DIR)/plugins/$DRIVER"
   cp="$dir/checkpoint.json"
+  # shellcheck disable=SC2034 # read by the eval of wait_for below
   before_events=$(corrupt_event_count)
 
   # The plugin leaves the node (its label removed), the file is damaged, the plugin comes back.
@@ -173,7 +174,9 @@ recovered_count() {
   [ -n "$bad" ] || { echo "no free GPU on $GPU_NODE; allocated: $(device_holders)"; false; }
   bad_uuid=$(slice_uuid "$bad")
   local used_events bad_events
+  # shellcheck disable=SC2034 # read by the eval of wait_for below
   used_events=$(recovered_count "${used#*/}")
+  # shellcheck disable=SC2034 # read by the eval of wait_for below
   bad_events=$(recovered_count "${bad#*/}")
 
   # A critical XID on the running pod's GPU and on a free one.

@@ -226,6 +226,7 @@ snapshot() {
 read_pod_devices() {
   local dir log deadline=$((SECONDS + 30))
   dir=$(pod_log_dir "$E2E_NS" "$1" "$2" "$3")/ctr
+  # shellcheck disable=SC2012 # the newest by time; the kubelet names them N.log
   until log=$(ls -t "$dir"/*.log 2>/dev/null | head -n 1) && [[ -n $log ]] &&
     grep -qE ' (GPU |No devices|[Ee]rror|Failed)' "$log"; do
     ((SECONDS < deadline)) || { echo "pod $1 printed nothing in 30 s ($dir)" >&2; return 1; }
@@ -243,6 +244,7 @@ check_devices() {
     'pod_devices($claims[0]; $uuids[0])' "$d/pods.json" | while IFS=$'\t' read -r p uid want; do
     [[ -s $SOAK_DIR/logs/$uid ]] || { echo "pod $p runs but printed nothing"; continue; }
     if [[ $want == MIG-* ]]; then got=$(grep '^MIG-' "$SOAK_DIR/logs/$uid"); else got=$(grep '^GPU-' "$SOAK_DIR/logs/$uid"); fi
+    # shellcheck disable=SC2086,SC2116 # word splitting puts the lines on one
     got=$(echo $got)
     [[ $want == "$got" ]] || echo "pod $p sees [$got], its claims are allocated [$want]"
   done
@@ -305,7 +307,8 @@ record_starts() {
 # takes about 1.5 s). Sets KILLED to the number of kills; appends "<kill ms> <new process ms>
 # <node>" per kill to $SOAK_DIR/kills.
 kill_round() {
-  local nodes=($(soak_nodes)) targets=() pids=() t0s=() j n new
+  local nodes targets=() pids=() t0s=() j n new
+  read -ra nodes <<<"$(soak_nodes)"
   if ((${#nodes[@]} > 1 && $2 > 1 && RANDOM % 2)); then
     if ((RANDOM % 2)); then targets=("${nodes[0]}" "${nodes[1]}"); else targets=("${nodes[1]}" "${nodes[0]}"); fi
   else
@@ -392,7 +395,8 @@ EOF
   churn 3>&- &
   CHURN_PID=$!
 
-  local ta=$(now_ms) round=0 done_kills=0 k0 k1
+  local ta round=0 done_kills=0 k0 k1
+  ta=$(now_ms)
   while ((done_kills < kills)); do
     # A random moment while the churn creates and deletes pods: after the checks of the previous
     # round (they read a snapshot) and 0-0.9 s more.
@@ -440,7 +444,7 @@ EOF
   # Longest start (create -> container started, whole seconds from the pod's timestamps) of a pod
   # whose start a kill fell into.
   started=$(sort -u -k1,1 "$SOAK_DIR/starts" | grep -c . || true)
-  local longest pods_after= j=0
+  local longest pods_after='' j=0
   longest=$(sort -u -k1,1 "$SOAK_DIR/starts" | awk -v kf="$SOAK_DIR/kills" '
     BEGIN { while ((getline l < kf) > 0) { split(l, a, " "); k[++nk] = int(a[1] / 1000) } }
     { for (i = 1; i <= nk; i++) if (k[i] >= $2 && k[i] <= $3) { if ($3 - $2 > m) m = $3 - $2; break } }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # its variables are read by the files that load it
 # Helpers for the GPU scenarios (gpu_*.bats). Load after lib.bash. run.sh installs the driver with
 # Helm (hack/cluster/helm-driver.sh): node 1 serves the mock h100-8x profile (8 full GPUs), node 2
 # a100-mig-4x (MIG devices only). The kubelet plugin is a DaemonSet pod per node; the tests stop,
@@ -38,6 +39,7 @@ plugin_metrics_url() { echo "http://$(kubectl -n "$DRIVER_NS" get pod "$(plugin_
 
 # claim_template <name> [class] [extra YAML under "exactly:"], applied in the test namespace.
 claim_template() {
+  # shellcheck disable=SC2001 # indents every line of the extra YAML
   k apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
@@ -57,6 +59,7 @@ EOF
 # names it). [config]: the parameters of an opaque config of gpu.nvidia.com for its request, as one
 # line of YAML (e.g. "$(ts_config Long)").
 claim() {
+  # shellcheck disable=SC2001 # indents every line of the extra YAML
   k apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# shellcheck disable=SC2030,SC2031 # each @test runs in its own subshell; running_gpu_pod sets uid there
 # Claim lifecycle on a real node: unprepare after the pod goes, nothing leaks over many cycles,
 # the plugin survives restarts and crashes without losing prepared claims, and after a reboot
 # (simulated: another boot ID in the checkpoint, a kubelet restart, the pod's sandbox killed)
@@ -233,6 +234,7 @@ restart_sees_gpu() {
   running_gpu_pod pod1
   json=$(cdi_spec "$GPU_NODE" "$uid")
   yaml=${json%.json}.yaml
+  # shellcheck disable=SC2034 # read by the eval of wait_for below
   before_events=$(kubectl get events -A -o json --field-selector "involvedObject.name=$GPU_NODE,reason=CheckpointAdopted" | jq '.items | length')
 
   # The node as the Go driver leaves it: its checkpoint format, its spec file name (CDI specs are

@@ -173,7 +173,9 @@ unshare_sys_proc() {
   local n=$1 m mark
   mark="$(node_var "$(node_idx "$n")" STATE_DIR)/vfio-e2e-shared"
   [[ -f $mark ]] || return 0
-  for m in $(cat "$mark"); do in_node "$n" mount --make-private "$m" || true; done
+  local mounts
+  mapfile -t mounts <"$mark"
+  for m in "${mounts[@]}"; do in_node "$n" mount --make-private "$m" || true; done
   rm -f "$mark"
 }
 

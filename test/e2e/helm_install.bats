@@ -37,6 +37,7 @@ setup() {
 }
 
 helm() { "$HELM_BIN_DIR/helm" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+# shellcheck disable=SC2086 # one line per name
 nodes() { printf '%s\n' $DRA_NODES; }
 node_count() { nodes | grep -c .; }
 # The second tag of the driver image the upgrade test rolls to (same content, new tag).
@@ -64,6 +65,7 @@ ready_pods() {
   for n in $(nodes); do
     # Node 1: eight H100s; node 2: its A100s' MIG devices.
     want=8
+    # shellcheck disable=SC2034 # read by the eval of wait_for below
     [[ $n != "$MIG_NODE" ]] || want=9
     wait_for 60 "ResourceSlices of $n" eval '(( $(slice_device_count '"$n"') == want ))' || {
       kubectl get resourceslices; plugin_logs "$n" | tail -n 30; false
@@ -312,7 +314,9 @@ teardown() {
   done
   # Every pod of the churn ran to completion with its GPU.
   pods=$(grep -c . "$created")
-  for p in $(cat "$created"); do
+  local created_pods
+  mapfile -t created_pods <"$created"
+  for p in "${created_pods[@]}"; do
     wait_pod_phase "$p" Succeeded 90
     assert_gpus "$p" 1
   done
@@ -381,10 +385,10 @@ assert_nothing_left() {
     [[ -z $left ]] || { echo "files of the driver left on $n:"; echo "$left"; false; }
   done
   left=$(kubectl get clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deviceclasses \
-    -l app.kubernetes.io/instance=$RELEASE -o name)
+    -l "app.kubernetes.io/instance=$RELEASE" -o name)
   # The hook's Job, ServiceAccount, ClusterRole(Binding) and Role(Binding) too
   # (hook-delete-policy hook-succeeded).
-  left+=$(kubectl get roles,rolebindings,serviceaccounts,daemonsets,deployments,jobs -A -l app.kubernetes.io/instance=$RELEASE -o name)
+  left+=$(kubectl get roles,rolebindings,serviceaccounts,daemonsets,deployments,jobs -A -l "app.kubernetes.io/instance=$RELEASE" -o name)
   [[ -z $left ]] || { echo "left behind: $left"; false; }
 }
 

@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$ROOT/hack/cluster/lib.sh"
 
-"$ROOT/hack/cluster/status.sh" >/dev/null 2>&1 && [[ -s $CLUSTER_DIR/nodes.env ]] || {
+{ "$ROOT/hack/cluster/status.sh" >/dev/null 2>&1 && [[ -s $CLUSTER_DIR/nodes.env ]]; } || {
   "$ROOT/hack/cluster/status.sh" >&2 || true
   die "e2e: the cluster and its nodes must be up first: hack/cluster/up.sh --nodes 2"
 }

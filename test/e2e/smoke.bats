@@ -26,6 +26,7 @@ setup() {
 }
 
 @test "a pod with the workload image succeeds and its log comes back" {
+  # shellcheck disable=SC2153 # DRA_NODE_<i>_NAME come from the cluster's nodes.env (run.sh)
   kubectl -n "$E2E_NS" apply -f - <<EOF2
 apiVersion: v1
 kind: Pod
