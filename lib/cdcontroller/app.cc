@@ -14,12 +14,12 @@
 #include "lib/cdcontroller/controller_internal.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/httpserver/endpoint_server.h"
+#include "lib/httpserver/metrics_endpoint.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/leader_election.h"
 #include "lib/k8s/rest_config.h"
 #include "lib/k8s/wire_decode.h"
-#include "lib/metrics/http_server.h"
-#include "lib/metrics/metrics_endpoint.h"
 
 namespace dra::cdcontroller {
 namespace {
@@ -52,8 +52,8 @@ absl::Status RunController(ProcessOptions o, const FeatureGates& gates, SignalHa
 
   metrics::Registry registry;
   k8s::UndecodableObjectsMetric undecodable(&registry);  // goes before the registry
-  ASSIGN_OR_RETURN(std::unique_ptr<metrics::HttpServer> http,
-                   metrics::StartMetricsEndpoint(o.http_endpoint, o.metrics_path, &registry));
+  ASSIGN_OR_RETURN(std::unique_ptr<httpserver::EndpointServer> http,
+                   httpserver::StartMetricsEndpoint(o.http_endpoint, o.metrics_path, &registry));
 
   ASSIGN_OR_RETURN(std::unique_ptr<Controller> controller,
                    Controller::Create(client.get(), c, &registry));

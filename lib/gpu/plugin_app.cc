@@ -45,6 +45,8 @@
 #include "lib/gpu/time_slicing.h"
 #include "lib/gpu/vfio_claim.h"
 #include "lib/gpu/vfio_setup.h"
+#include "lib/httpserver/endpoint_server.h"
+#include "lib/httpserver/metrics_endpoint.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/events.h"
 #include "lib/k8s/objects_core.h"
@@ -53,8 +55,6 @@
 #include "lib/kubeletplugin/health_server.h"
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
-#include "lib/metrics/http_server.h"
-#include "lib/metrics/metrics_endpoint.h"
 #include "lib/nvml/nvml.h"
 
 namespace dra::gpu {

@@ -2,7 +2,7 @@
 
 // The HTTP/1.1 server core of the driver, used by the admission webhook (HTTPS, keep-alive,
 // request bodies: lib/webhook/https_server.h) and by every daemon's metrics/health endpoint
-// (plain HTTP, GET/HEAD, Connection: close: lib/metrics/http_server.h). Non-blocking sockets
+// (plain HTTP, GET/HEAD, Connection: close: lib/httpserver/endpoint_server.h). Non-blocking sockets
 // driven by one or more epoll loops; Content-Length bodies up to a bound (413 beyond);
 // "Expect: 100-continue" is answered; chunked bodies are refused (501). One request parser
 // (request.h), fuzzed. TLS is optional (`tls_context`, tls_transport.h).

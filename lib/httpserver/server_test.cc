@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/httpserver/testing/slow_clients.h"
 #include "lib/metrics/metrics.h"
-#include "lib/metrics/testing/slow_clients.h"
 
 namespace dra::httpserver {
 namespace {
@@ -31,7 +31,7 @@ HttpResponse Echo(const HttpRequest& r) {
 
 int Connect(int port) {
   absl::StatusOr<int> fd =
-      metrics::testing::ConnectWithTimeout("127.0.0.1", port, std::chrono::seconds(5));
+      httpserver::testing::ConnectWithTimeout("127.0.0.1", port, std::chrono::seconds(5));
   EXPECT_TRUE(fd.ok()) << fd.status();
   if (!fd.ok()) return -1;
   timeval tv{5, 0};

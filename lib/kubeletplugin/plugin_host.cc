@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/atomic_file.h"
 #include "lib/common/stack_dump.h"
-#include "lib/metrics/metrics_endpoint.h"
+#include "lib/httpserver/metrics_endpoint.h"
 
 namespace dra::kubeletplugin {
 
@@ -133,8 +133,8 @@ absl::StatusOr<PluginServer*> PluginHost::ServeKubelet(DraDriver* driver,
 }
 
 absl::Status PluginHost::ServeHttpAndHealthPort() {
-  ASSIGN_OR_RETURN(http_, metrics::StartMetricsEndpoint(config_.http_endpoint, config_.metrics_path,
-                                                        &registry_));
+  ASSIGN_OR_RETURN(http_, httpserver::StartMetricsEndpoint(config_.http_endpoint,
+                                                           config_.metrics_path, &registry_));
   if (config_.healthcheck_port >= 0) {
     // Healthy (the pod Ready) only once the kubelet has registered this instance.
     ASSIGN_OR_RETURN(health_, HealthServer::StartFor(config_.healthcheck_port, server_.get()));

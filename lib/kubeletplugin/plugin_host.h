@@ -63,6 +63,7 @@
 #include "lib/common/log.h"
 #include "lib/common/signals.h"
 #include "lib/common/status.h"
+#include "lib/httpserver/endpoint_server.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/events.h"
 #include "lib/k8s/rest_config.h"
@@ -73,7 +74,6 @@
 #include "lib/kubeletplugin/plugin_server.h"
 #include "lib/kubeletplugin/slice_publisher.h"
 #include "lib/kubeletplugin/uninstall.h"
-#include "lib/metrics/http_server.h"
 #include "lib/metrics/metrics.h"
 
 namespace dra {
@@ -256,7 +256,7 @@ class PluginHost {
   std::atomic<bool> stopping_{false};  // ends the cleanup thread's wait
   std::unique_ptr<SlicePublisher> publisher_;
   std::unique_ptr<PluginServer> server_;
-  std::unique_ptr<metrics::HttpServer> http_;
+  std::unique_ptr<httpserver::EndpointServer> http_;
   std::unique_ptr<HealthServer> health_;
   std::thread cleaner_;
   bool stopped_ = false;

@@ -24,8 +24,8 @@
 #include "gtest/gtest.h"
 #include "lib/api/driver_gates.h"
 #include "lib/common/feature_gates.h"
+#include "lib/httpserver/testing/slow_clients.h"
 #include "lib/metrics/metrics.h"
-#include "lib/metrics/testing/slow_clients.h"
 #include "lib/webhook/https_server.h"
 #include "lib/webhook/testing/tls_testing.h"
 #include "lib/webhook/tls_certs.h"
@@ -34,10 +34,10 @@
 namespace dra::webhook {
 namespace {
 
-using metrics::testing::Distribution;
-using metrics::testing::RssKib;
-using metrics::testing::SlowClients;
-using metrics::testing::SteadyClock;
+using httpserver::testing::Distribution;
+using httpserver::testing::RssKib;
+using httpserver::testing::SlowClients;
+using httpserver::testing::SteadyClock;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
@@ -112,7 +112,7 @@ class HttpsServerSlowClientsTest : public ::testing::Test {
 };
 
 TEST_F(HttpsServerSlowClientsTest, ReviewsAnswerWhileMoreThanAThousandSlowConnectionsAreOpen) {
-  if (absl::Status s = metrics::testing::EnsureFileLimit(2 * (kSilent + kDrip) + 300); !s.ok()) {
+  if (absl::Status s = httpserver::testing::EnsureFileLimit(2 * (kSilent + kDrip) + 300); !s.ok()) {
     GTEST_SKIP() << s.message();
   }
   HttpsServerOptions options;
@@ -173,7 +173,7 @@ TEST_F(HttpsServerSlowClientsTest, RequestDeadlineIsOverallNotPerRead) {
   // deadline, not after the idle timeout.
   auto silent = testing::TlsClient::Connect(server_->port(), ca_.cert);
   ASSERT_TRUE(silent.ok()) << silent.status();
-  milliseconds eof = metrics::testing::WaitForEof((*silent)->fd(), milliseconds(10000));
+  milliseconds eof = httpserver::testing::WaitForEof((*silent)->fd(), milliseconds(10000));
   EXPECT_GE(eof.count(), 700);
   EXPECT_LE(eof.count(), 5000);
 
@@ -248,7 +248,7 @@ TEST_F(HttpsServerSlowClientsTest, StalledHandshakesAreClosedAtTheirDeadline) {
   fds.reserve(kStalled);
   for (int i = 0; i < kStalled; ++i) {
     absl::StatusOr<int> fd =
-        metrics::testing::ConnectWithTimeout("127.0.0.1", server_->port(), milliseconds(5000));
+        httpserver::testing::ConnectWithTimeout("127.0.0.1", server_->port(), milliseconds(5000));
     ASSERT_TRUE(fd.ok()) << fd.status();
     fds.push_back(*fd);
     ASSERT_EQ(::send(*fd, hello.data(), hello.size(), MSG_NOSIGNAL),
@@ -262,7 +262,7 @@ TEST_F(HttpsServerSlowClientsTest, StalledHandshakesAreClosedAtTheirDeadline) {
                "each)\n",
                rss_before, rss_with, kStalled, (rss_with - rss_before) / kStalled);
   for (int fd : fds) {
-    milliseconds eof = metrics::testing::WaitForEof(fd, milliseconds(10000));
+    milliseconds eof = httpserver::testing::WaitForEof(fd, milliseconds(10000));
     EXPECT_GE(eof.count(), 0) << "a stalled handshake was not closed";
     ::close(fd);
   }
@@ -284,9 +284,9 @@ TEST_F(HttpsServerSlowClientsTest, ConnectionsOverTheLimitAreClosedAtOnce) {
   }
   ASSERT_EQ(server_->connection_metrics().open(), 3);
   absl::StatusOr<int> extra =
-      metrics::testing::ConnectWithTimeout("127.0.0.1", server_->port(), milliseconds(5000));
+      httpserver::testing::ConnectWithTimeout("127.0.0.1", server_->port(), milliseconds(5000));
   ASSERT_TRUE(extra.ok()) << extra.status();
-  milliseconds eof = metrics::testing::WaitForEof(*extra, milliseconds(4000));
+  milliseconds eof = httpserver::testing::WaitForEof(*extra, milliseconds(4000));
   ::close(*extra);
   EXPECT_GE(eof.count(), 0) << "the connection over the limit was not closed";
   EXPECT_LT(eof.count(), 4000);

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
-#include "lib/metrics/http_server.h"
-#include "lib/metrics/metrics_endpoint.h"
+#include "lib/httpserver/endpoint_server.h"
+#include "lib/httpserver/metrics_endpoint.h"
 
 namespace dra::webhook {
 
@@ -112,8 +112,8 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
   metrics::Registry registry;
   WebhookMetrics metrics(&registry);
   ASSIGN_OR_RETURN(
-      std::unique_ptr<metrics::HttpServer> metrics_server,
-      metrics::StartMetricsEndpoint(config.http_endpoint, config.metrics_path, &registry));
+      std::unique_ptr<httpserver::EndpointServer> metrics_server,
+      httpserver::StartMetricsEndpoint(config.http_endpoint, config.metrics_path, &registry));
 
   options.address = absl::StrCat(config.bind_address.find(':') != std::string::npos
                                      ? absl::StrCat("[", config.bind_address, "]")

@@ -6,11 +6,11 @@
 //
 // Slow clients cannot stall it (a liveness probe must get through whatever else connects): one
 // loop thread serves the connections concurrently; each connection has an overall deadline to
-// deliver its request header (kRequestTimeout, from accept; a partly received one gets a 408) and
-// one to take the response (kWriteTimeout), and is closed when it passes; at most
-// kMaxConnections are open, more are accepted and closed at once. A connection costs a socket,
-// a few hundred bytes of bookkeeping and its request (at most 16 KiB, typically under 200 bytes)
-// and response while they are in flight. Stop closes every connection at once.
+// deliver its request header (kEndpointRequestTimeout, from accept; a partly received one gets a
+// 408) and one to take the response (kEndpointWriteTimeout), and is closed when it passes; at most
+// kEndpointMaxConnections are open, more are accepted and closed at once. A connection costs a
+// socket, a few hundred bytes of bookkeeping and its request (at most 16 KiB, typically under 200
+// bytes) and response while they are in flight. Stop closes every connection at once.
 //
 // Thread-safety: handlers run on the server's own thread, one at a time, so a slow handler delays
 // the others (they are expected to take microseconds). Start/Stop from any one thread.
@@ -27,46 +27,42 @@
 #include "lib/httpserver/server.h"
 #include "lib/metrics/metrics.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 
 // From accept to the end of the request header. Probes send theirs at once; the kubelet's probe
 // timeout defaults to 1 s and Prometheus' scrape timeout to 10 s.
-inline constexpr absl::Duration kRequestTimeout = absl::Seconds(5);
+inline constexpr absl::Duration kEndpointRequestTimeout = absl::Seconds(5);
 // For the client to take the whole response (a large /metrics page to a slow scraper).
-inline constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
+inline constexpr absl::Duration kEndpointWriteTimeout = absl::Seconds(10);
 // Open connections at most; 1000 slow clients leave room for the probes.
-inline constexpr int kMaxConnections = 2048;
+inline constexpr int kEndpointMaxConnections = 2048;
 // The request header at most (431 beyond).
-inline constexpr size_t kMaxRequestBytes = size_t{16} << 10;
+inline constexpr size_t kEndpointMaxRequestBytes = size_t{16} << 10;
 
-using httpserver::ConnectionMetrics;
-using httpserver::ConnectionPhase;
-using httpserver::HttpResponse;
+using EndpointHandler = std::function<HttpResponse()>;
 
-using HttpHandler = std::function<HttpResponse()>;
-
-struct HttpServerOptions {
+struct EndpointServerOptions {
   // ":port" (all interfaces, IPv6 and IPv4), "host:port" (IPv4) or "[v6]:port"; port 0 picks a
   // free port. See Listen() in lib/httpserver/listen.h.
   std::string address;
-  absl::Duration request_timeout = kRequestTimeout;
-  absl::Duration write_timeout = kWriteTimeout;
-  int max_connections = kMaxConnections;
+  absl::Duration request_timeout = kEndpointRequestTimeout;
+  absl::Duration write_timeout = kEndpointWriteTimeout;
+  int max_connections = kEndpointMaxConnections;
   // Connection metrics (lib/httpserver/connection_metrics.h) are registered here when set.
-  Registry* registry = nullptr;
+  metrics::Registry* registry = nullptr;
   std::string metrics_prefix = "nvidia_dra_http_endpoint";
 };
 
-class HttpServer {
+class EndpointServer {
  public:
   // `handlers` by path (without the query string).
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
-      HttpServerOptions options, std::map<std::string, HttpHandler> handlers);
+  static absl::StatusOr<std::unique_ptr<EndpointServer>> Start(
+      EndpointServerOptions options, std::map<std::string, EndpointHandler> handlers);
   // Start({.address = address}, handlers).
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
-      const std::string& address, std::map<std::string, HttpHandler> handlers);
-  HttpServer(const HttpServer&) = delete;
-  HttpServer& operator=(const HttpServer&) = delete;
+  static absl::StatusOr<std::unique_ptr<EndpointServer>> Start(
+      const std::string& address, std::map<std::string, EndpointHandler> handlers);
+  EndpointServer(const EndpointServer&) = delete;
+  EndpointServer& operator=(const EndpointServer&) = delete;
 
   // Closes the listener and every connection; idempotent.
   void Stop() { server_->Stop(); }
@@ -74,9 +70,9 @@ class HttpServer {
   const ConnectionMetrics& connection_metrics() const { return server_->connection_metrics(); }
 
  private:
-  explicit HttpServer(std::unique_ptr<httpserver::Server> server) : server_(std::move(server)) {}
+  explicit EndpointServer(std::unique_ptr<Server> server) : server_(std::move(server)) {}
 
-  std::unique_ptr<httpserver::Server> server_;
+  std::unique_ptr<Server> server_;
 };
 
-}  // namespace dra::metrics
+}  // namespace dra::httpserver

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace dra::metrics::testing {
+namespace dra::httpserver::testing {
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -76,4 +76,4 @@ class SlowClients {
   std::thread drip_thread_;
 };
 
-}  // namespace dra::metrics::testing
+}  // namespace dra::httpserver::testing

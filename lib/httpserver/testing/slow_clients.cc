@@ -1,4 +1,4 @@
-#include "lib/metrics/testing/slow_clients.h"
+#include "lib/httpserver/testing/slow_clients.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/status.h"
 
-namespace dra::metrics::testing {
+namespace dra::httpserver::testing {
 
 absl::Status EnsureFileLimit(int needed) {
   rlimit lim{};
@@ -181,4 +181,4 @@ std::string Distribution(std::vector<std::chrono::microseconds> v) {
   return s;
 }
 
-}  // namespace dra::metrics::testing
+}  // namespace dra::httpserver::testing

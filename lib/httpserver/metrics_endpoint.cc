@@ -1,4 +1,4 @@
-#include "lib/metrics/metrics_endpoint.h"
+#include "lib/httpserver/metrics_endpoint.h"
 
 #include <map>
 #include <utility>
@@ -7,13 +7,12 @@
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 
-absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsEndpoint(const std::string& endpoint,
-                                                                 const std::string& metrics_path,
-                                                                 Registry* registry) {
+absl::StatusOr<std::unique_ptr<EndpointServer>> StartMetricsEndpoint(
+    const std::string& endpoint, const std::string& metrics_path, metrics::Registry* registry) {
   if (endpoint.empty()) return nullptr;
-  std::map<std::string, HttpHandler> handlers;
+  std::map<std::string, EndpointHandler> handlers;
   handlers["/healthz"] = [] { return HttpResponse{.body = "ok"}; };
   if (!metrics_path.empty()) {
     const std::string path =
@@ -23,12 +22,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsEndpoint(const std::stri
                           .body = registry->Render()};
     };
   }
-  absl::StatusOr<std::unique_ptr<HttpServer>> server =
-      HttpServer::Start({.address = endpoint, .registry = registry}, std::move(handlers));
+  absl::StatusOr<std::unique_ptr<EndpointServer>> server =
+      EndpointServer::Start({.address = endpoint, .registry = registry}, std::move(handlers));
   if (!server.ok()) return Annotate(server.status(), "--http-endpoint");
   DRA_INFO("serving metrics", "endpoint", endpoint, "port", (*server)->port(), "path",
            metrics_path);
   return server;
 }
 
-}  // namespace dra::metrics
+}  // namespace dra::httpserver

@@ -16,10 +16,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "lib/metrics/http_server.h"
-#include "lib/metrics/testing/slow_clients.h"
+#include "lib/httpserver/endpoint_server.h"
+#include "lib/httpserver/testing/slow_clients.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 namespace {
 
 using std::chrono::microseconds;
@@ -58,13 +58,14 @@ Timed TimedGet(const std::string& host, int port, const std::string& path) {
   return t;
 }
 
-TEST(HttpServerSlowClientsTest, HealthzAnswersWhileAThousandSlowConnectionsAreOpen) {
+TEST(EndpointServerSlowClientsTest, HealthzAnswersWhileAThousandSlowConnectionsAreOpen) {
   if (absl::Status s = testing::EnsureFileLimit(2 * (kSilent + kDrip) + 200); !s.ok()) {
     GTEST_SKIP() << s.message();
   }
-  auto server = HttpServer::Start("127.0.0.1:0", {{"/healthz", [] {
-                                                     return HttpResponse{200, "text/plain", "ok"};
-                                                   }}});
+  auto server =
+      EndpointServer::Start("127.0.0.1:0", {{"/healthz", [] {
+                                               return HttpResponse{200, "text/plain", "ok"};
+                                             }}});
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   TimedGet("127.0.0.1", port, "/healthz");
@@ -105,22 +106,22 @@ TEST(HttpServerSlowClientsTest, HealthzAnswersWhileAThousandSlowConnectionsAreOp
   EXPECT_EQ(closed.drip, kDrip);
   std::fprintf(stderr, "last slow connection closed %lld ms after it was opened\n",
                static_cast<long long>(closed.latest.count()));
-  EXPECT_GE(closed.latest, absl::ToChronoMilliseconds(kRequestTimeout) - milliseconds(100));
+  EXPECT_GE(closed.latest, absl::ToChronoMilliseconds(kEndpointRequestTimeout) - milliseconds(100));
   EXPECT_EQ((*server)->connection_metrics().timed_out(ConnectionPhase::kRequest), kSilent + kDrip);
   EXPECT_EQ((*server)->connection_metrics().open(), 0);
 }
 
-TEST(HttpServerSlowClientsTest, DeadlinesAndTheConnectionLimitAreMetrics) {
-  Registry registry;
-  HttpServerOptions options;
+TEST(EndpointServerSlowClientsTest, DeadlinesAndTheConnectionLimitAreMetrics) {
+  metrics::Registry registry;
+  EndpointServerOptions options;
   options.address = "127.0.0.1:0";
   options.request_timeout = absl::Milliseconds(300);
   options.max_connections = 3;
   options.registry = &registry;
   auto server =
-      HttpServer::Start(options, {{"/metrics", [&registry] {
-                                     return HttpResponse{200, "text/plain", registry.Render()};
-                                   }}});
+      EndpointServer::Start(options, {{"/metrics", [&registry] {
+                                         return HttpResponse{200, "text/plain", registry.Render()};
+                                       }}});
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   auto slow = testing::SlowClients::Open("127.0.0.1", port, 3, 0, "");
@@ -150,25 +151,25 @@ TEST(HttpServerSlowClientsTest, DeadlinesAndTheConnectionLimitAreMetrics) {
 }
 
 // ":port" listens on IPv6 and IPv4; "[::1]:port" on IPv6 loopback only.
-TEST(HttpServerTest, ListensOnIpv6) {
+TEST(EndpointServerTest, ListensOnIpv6) {
   auto handlers =
-      std::map<std::string, HttpHandler>{{"/healthz", [] {
-                                            return HttpResponse{200, "text/plain", "ok"};
-                                          }}};
-  auto all = HttpServer::Start(":0", handlers);
+      std::map<std::string, EndpointHandler>{{"/healthz", [] {
+                                                return HttpResponse{200, "text/plain", "ok"};
+                                              }}};
+  auto all = EndpointServer::Start(":0", handlers);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(TimedGet("::1", (*all)->port(), "/healthz").code, 200);
   EXPECT_EQ(TimedGet("127.0.0.1", (*all)->port(), "/healthz").code, 200);
-  auto v6 = HttpServer::Start("[::1]:0", handlers);
+  auto v6 = EndpointServer::Start("[::1]:0", handlers);
   ASSERT_TRUE(v6.ok()) << v6.status();
   EXPECT_EQ(TimedGet("::1", (*v6)->port(), "/healthz").code, 200);
   EXPECT_EQ(TimedGet("127.0.0.1", (*v6)->port(), "/healthz").code, 0);
-  auto any6 = HttpServer::Start("[::]:0", handlers);
+  auto any6 = EndpointServer::Start("[::]:0", handlers);
   ASSERT_TRUE(any6.ok()) << any6.status();
   EXPECT_EQ(TimedGet("127.0.0.1", (*any6)->port(), "/healthz").code, 200);
-  EXPECT_THAT(std::string(HttpServer::Start("[::1:0", handlers).status().message()),
+  EXPECT_THAT(std::string(EndpointServer::Start("[::1:0", handlers).status().message()),
               HasSubstr("IPv6"));
 }
 
 }  // namespace
-}  // namespace dra::metrics
+}  // namespace dra::httpserver

@@ -1,4 +1,4 @@
-#include "lib/metrics/http_server.h"
+#include "lib/httpserver/endpoint_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,9 +9,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "lib/metrics/metrics_endpoint.h"
+#include "lib/httpserver/metrics_endpoint.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 namespace {
 
 struct Got {
@@ -51,17 +51,17 @@ Got Fetch(const std::string& url) {
   return got;
 }
 
-TEST(HttpServerTest, ServesHandlersAnd404) {
+TEST(EndpointServerTest, ServesHandlersAnd404) {
   bool ready = false;
-  auto server = HttpServer::Start("127.0.0.1:0",
-                                  {{"/metrics",
-                                    [] {
-                                      return HttpResponse{200, "text/plain", "m 1\n"};
-                                    }},
-                                   {"/readyz", [&ready] {
-                                      return ready ? HttpResponse{200, "text/plain", "ok"}
-                                                   : HttpResponse{503, "text/plain", "not ready"};
-                                    }}});
+  auto server = EndpointServer::Start(
+      "127.0.0.1:0", {{"/metrics",
+                       [] {
+                         return HttpResponse{200, "text/plain", "m 1\n"};
+                       }},
+                      {"/readyz", [&ready] {
+                         return ready ? HttpResponse{200, "text/plain", "ok"}
+                                      : HttpResponse{503, "text/plain", "not ready"};
+                       }}});
   ASSERT_TRUE(server.ok()) << server.status();
   std::string base = "http://127.0.0.1:" + std::to_string((*server)->port());
   Got m = Fetch(base + "/metrics");
@@ -76,7 +76,7 @@ TEST(HttpServerTest, ServesHandlersAnd404) {
 }
 
 TEST(MetricsEndpointTest, ServesHealthzAndTheRegistryAtThePathGiven) {
-  Registry registry;
+  metrics::Registry registry;
   registry.AddCounter("test_things_total", "Things.", {})->WithLabels({})->Inc(3);
   auto server = StartMetricsEndpoint("127.0.0.1:0", "custom", &registry);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -94,7 +94,7 @@ TEST(MetricsEndpointTest, ServesHealthzAndTheRegistryAtThePathGiven) {
 }
 
 TEST(MetricsEndpointTest, EmptyPathServesOnlyHealthzAndEmptyEndpointNothing) {
-  Registry registry;
+  metrics::Registry registry;
   auto server = StartMetricsEndpoint("127.0.0.1:0", "", &registry);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string base = "http://127.0.0.1:" + std::to_string((*server)->port());
@@ -107,14 +107,14 @@ TEST(MetricsEndpointTest, EmptyPathServesOnlyHealthzAndEmptyEndpointNothing) {
   EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("--http-endpoint"));
 }
 
-TEST(HttpServerTest, BadAddressesAreClearErrors) {
-  EXPECT_THAT(std::string(HttpServer::Start("8080", {}).status().message()),
+TEST(EndpointServerTest, BadAddressesAreClearErrors) {
+  EXPECT_THAT(std::string(EndpointServer::Start("8080", {}).status().message()),
               ::testing::HasSubstr("expected host:port"));
-  EXPECT_THAT(std::string(HttpServer::Start(":99999", {}).status().message()),
+  EXPECT_THAT(std::string(EndpointServer::Start(":99999", {}).status().message()),
               ::testing::HasSubstr("port must be"));
-  EXPECT_THAT(std::string(HttpServer::Start("example.com:80", {}).status().message()),
+  EXPECT_THAT(std::string(EndpointServer::Start("example.com:80", {}).status().message()),
               ::testing::HasSubstr("IPv4"));
 }
 
 }  // namespace
-}  // namespace dra::metrics
+}  // namespace dra::httpserver

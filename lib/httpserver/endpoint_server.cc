@@ -1,25 +1,25 @@
-#include "lib/metrics/http_server.h"
+#include "lib/httpserver/endpoint_server.h"
 
 #include <utility>
 
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 
-namespace dra::metrics {
+namespace dra::httpserver {
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    const std::string& address, std::map<std::string, HttpHandler> handlers) {
-  HttpServerOptions options;
+absl::StatusOr<std::unique_ptr<EndpointServer>> EndpointServer::Start(
+    const std::string& address, std::map<std::string, EndpointHandler> handlers) {
+  EndpointServerOptions options;
   options.address = address;
   return Start(std::move(options), std::move(handlers));
 }
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    HttpServerOptions options, std::map<std::string, HttpHandler> handlers) {
-  httpserver::ServerOptions core;
+absl::StatusOr<std::unique_ptr<EndpointServer>> EndpointServer::Start(
+    EndpointServerOptions options, std::map<std::string, EndpointHandler> handlers) {
+  ServerOptions core;
   core.address = std::move(options.address);
   core.keep_alive = false;
-  core.max_header_bytes = kMaxRequestBytes;
+  core.max_header_bytes = kEndpointMaxRequestBytes;
   core.max_body_bytes = 0;
   core.max_buffered_request_bytes = 0;  // 2048 connections of at most 16 KiB each
   core.request_timeout = options.request_timeout;
@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   core.shutdown_grace = absl::ZeroDuration();
   core.registry = options.registry;
   core.metrics_prefix = std::move(options.metrics_prefix);
-  auto route = [handlers = std::move(handlers)](const httpserver::HttpRequest& request) {
+  auto route = [handlers = std::move(handlers)](const HttpRequest& request) {
     auto it = handlers.find(std::string(request.path));
     if (it == handlers.end()) {
       return HttpResponse{404, "text/plain; charset=utf-8", "404 page not found\n"};
@@ -44,10 +44,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
              response.code);
     return response;
   };
-  absl::StatusOr<std::unique_ptr<httpserver::Server>> server =
-      httpserver::Server::Start(std::move(core), std::move(route));
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(std::move(core), std::move(route));
   if (!server.ok()) return Annotate(server.status(), "http endpoint");
-  return std::unique_ptr<HttpServer>(new HttpServer(*std::move(server)));
+  return std::unique_ptr<EndpointServer>(new EndpointServer(*std::move(server)));
 }
 
-}  // namespace dra::metrics
+}  // namespace dra::httpserver
