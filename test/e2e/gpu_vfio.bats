@@ -1,38 +1,29 @@
 #!/usr/bin/env bats
-# VFIO passthrough (docs/vfio.md) and device metadata (docs/device-metadata.md) on the local nodes:
-# the driver upgraded with featureGates.PassthroughSupport and DeviceMetadata and
-# kubeletPlugin.containers.gpus.hostRoot pointed at a fake host tree per node (below, the layout
-# of test/doubles/testing/fake_pci_sysfs.h: node 1's eight mock H100s as PCI functions on nvidia,
-# IOMMU groups, the vfio_pci module loaded, fake fuser; node 2 only IOMMU groups, which the plugin
-# needs to start). On node 1 the fake kernel (test/doubles/fake-pci-kernel, a process on the test
-# host watching the tree with inotify) answers the plugin's writes to driver_override, bind and
-# unbind: it moves the driver links and makes dev/vfio/<group> a character device 1:3 (the numbers
-# of /dev/null), and the node's /dev/vfio is that directory, so that containerd finds the device
-# node the claim's CDI spec names. Asserted: every GPU of node 1 is published a second time as
-# gpu-vfio-<n> with its PCI bus id; a container reads its claims' metadata files, which name the
-# allocated device, and the files and their CDI spec are gone after delete; a VFIO pod sees
-# /dev/vfio/<group> while its GPU is on vfio-pci with persistence mode off and its full-GPU
-# sibling unpublished, and after delete the GPU is back on nvidia with persistence on and the
-# sibling published; a VFIO prepare that fails midway (the GPU has a VF; the bind to vfio-pci
-# fails) turns persistence mode back on, leaves the GPU on nvidia with no driver_override and no
-# record, and the kubelet retries it; once the bind fault is removed the pod starts.
+# VFIO passthrough (docs/vfio.md) and device metadata (docs/device-metadata.md) on the local
+# nodes: the driver upgraded with featureGates.PassthroughSupport and DeviceMetadata and
+# kubeletPlugin.containers.gpus.hostRoot pointed at a fake host tree per node
+# (test/e2e/vfio_lib.bash: the layout of test/doubles/testing/fake_pci_sysfs.h: node 1's eight
+# mock H100s as PCI functions on nvidia, IOMMU groups, the vfio_pci module loaded, fake fuser;
+# node 2 only IOMMU groups, which the plugin needs to start). On node 1 the fake kernel
+# (test/doubles/fake-pci-kernel, a process on the test host watching the tree with inotify)
+# answers the plugin's writes to driver_override, bind and unbind: it moves the driver links and
+# makes dev/vfio/<group> a character device 1:3 (the numbers of /dev/null), and the node's
+# /dev/vfio is that directory, so that containerd finds the device node the claim's CDI spec
+# names. Asserted: every GPU of node 1 is published a second time as gpu-vfio-<n> with its PCI bus
+# id; a container reads its claims' metadata files, which name the allocated device, and the files
+# and their CDI spec are gone after delete; a VFIO pod sees /dev/vfio/<group> while its GPU is on
+# vfio-pci with persistence mode off and its full-GPU sibling unpublished, and after delete the
+# GPU is back on nvidia with persistence on and the sibling published; a VFIO prepare that fails
+# midway (the GPU has a VF; the bind to vfio-pci fails) turns persistence mode back on, leaves the
+# GPU on nvidia with no driver_override and no record, and the kubelet retries it; once the bind
+# fault is removed the pod starts.
 # Run through run.sh.
-
-# The fake host root in each node's mount namespace: under /run/nvidia, the shared mount that
-# helm-driver.sh prepare-nodes made there (HostToContainer needs a shared or slave source).
-HOST_ROOT_AT=/run/nvidia/host-root
 
 setup_file() {
   load lib
   load gpu_lib
-  local n
-  for n in "$GPU_NODE" $MIG_NODE; do
-    make_fake_host "$n"
-    mount_fake_host "$n"
-    share_sys_proc "$n"
-  done
-  mount_dev_vfio "$GPU_NODE"
-  start_fake_kernel
+  load vfio_lib
+  vfio_host_up
   setup_changed_driver gpu-vfio --set featureGates.PassthroughSupport=true \
     --set featureGates.DeviceMetadata=true --set kubeletPlugin.containers.gpus.hostRoot="$HOST_ROOT_AT"
 }
@@ -40,143 +31,15 @@ setup_file() {
 teardown_file() {
   load lib
   load gpu_lib
+  load vfio_lib
   teardown_changed_driver
-  stop_fake_kernel
-  unmount_dev_vfio "$GPU_NODE"
-  local n
-  for n in "$GPU_NODE" $MIG_NODE; do
-    unshare_sys_proc "$n"
-    in_node "$n" umount -R "$HOST_ROOT_AT" 2>/dev/null || true
-    in_node "$n" rmdir "$HOST_ROOT_AT" 2>/dev/null || true
-    rm -rf "$(fake_host "$n")"
-  done
+  vfio_host_down
 }
 
 setup() {
   load lib
   load gpu_lib
-}
-
-in_node() { local n=$1; shift; nsenter --mount="$(node_var "$(node_idx "$n")" MNTNS)" -- "$@"; }
-fake_host() { echo "$(node_var "$(node_idx "$1")" STATE_DIR)/vfio-host-root"; }
-
-# make_fake_host <node>: the host tree (relative links, so that they read the same inside the
-# plugin's /host-root). Node 1 gets its mock GPUs' PCI functions, bound to nvidia, IOMMU group
-# 10 + i each.
-make_fake_host() {
-  local n=$1 r i=0 b d lib
-  r=$(fake_host "$n")
-  rm -rf "$r"
-  mkdir -p "$r"/sys/bus/pci/devices "$r"/sys/module/{nvidia,vfio_pci} "$r"/sys/kernel/iommu_groups/0 \
-    "$r"/usr/sbin "$r"/bin "$r"/dev/vfio "$r/lib/modules/$(uname -r)"
-  for d in nvidia vfio-pci; do
-    mkdir -p "$r/sys/bus/pci/drivers/$d"
-    touch "$r/sys/bus/pci/drivers/$d/bind" "$r/sys/bus/pci/drivers/$d/unbind"
-  done
-  : >"$r/lib/modules/$(uname -r)/modules.alias"
-  # The plugin runs `chroot <host root> fuser <device>`: a shell and its libraries in the tree.
-  cp /bin/sh "$r/bin/sh"
-  for lib in $(ldd /bin/sh | grep -oE '/[^ ]+'); do
-    mkdir -p "$r$(dirname "$lib")" && cp "$lib" "$r$lib"
-  done
-  printf '#!/bin/sh\n# Fake fuser: nobody holds the device (exit 1).\nexit 1\n' >"$r/usr/sbin/fuser"
-  chmod 755 "$r/usr/sbin/fuser"
-  [[ $n == "$GPU_NODE" ]] || return 0
-  for b in $(jq -r '.. | .pci_bus_id? // empty' "$REPO_ROOT/test/doubles/profiles/h100-8x.json"); do
-    d=$r/sys/bus/pci/devices/$b
-    mkdir -p "$d" "$r/sys/kernel/iommu_groups/$((10 + i))/devices"
-    echo 0x10de >"$d/vendor"
-    echo 0x030200 >"$d/class"
-    echo 0x2330 >"$d/device"
-    echo pci:v000010DEd00002330sv000010DEsd000016C1bc03sc02i00 >"$d/modalias"
-    echo 0 >"$d/numa_node"
-    echo 0 >"$d/sriov_numvfs"
-    echo 0 >"$d/sriov_totalvfs"
-    echo '(null)' >"$d/driver_override"
-    ln -s "../../../../kernel/iommu_groups/$((10 + i))" "$d/iommu_group"
-    ln -s ../../drivers/nvidia "$d/driver"
-    i=$((i + 1))
-  done
-}
-
-# mount_fake_host <node>: the tree at $HOST_ROOT_AT in the node's mount namespace; its sys/ a mount
-# of its own, which stays writable under the chart's read-only mount of the host root.
-mount_fake_host() {
-  local n=$1 r
-  r=$(fake_host "$n")
-  in_node "$n" mountpoint -q /run/nvidia || { echo "/run/nvidia is not a mount in $n (run.sh prepares the nodes)" >&2; return 1; }
-  in_node "$n" umount -R "$HOST_ROOT_AT" 2>/dev/null || true
-  in_node "$n" mkdir -p "$HOST_ROOT_AT"
-  in_node "$n" mount --bind "$r" "$HOST_ROOT_AT"
-  in_node "$n" mount --bind "$r/sys" "$HOST_ROOT_AT/sys"
-}
-
-# The fake kernel of node 1's tree: its log (one line per write handled) and its fault file (path
-# suffixes whose writes fail), both beside the tree.
-kernel_log() { echo "$(node_var "$(node_idx "$GPU_NODE")" STATE_DIR)/vfio-kernel.log"; }
-kernel_faults() { echo "$(node_var "$(node_idx "$GPU_NODE")" STATE_DIR)/vfio-kernel-faults"; }
-start_fake_kernel() {
-  local bin=$REPO_ROOT/build/default/test/doubles/fake-pci-kernel/fake-pci-kernel
-  [[ -x $bin ]] || { echo "$bin is missing: build the target fake_pci_kernel" >&2; return 1; }
-  : >"$(kernel_log)"
-  rm -f "$(kernel_faults)"
-  "$bin" --root "$(fake_host "$GPU_NODE")" --log "$(kernel_log)" --faults "$(kernel_faults)" \
-    >/dev/null 2>"$(kernel_log).err" 3>&- &
-  echo $! >"$BATS_FILE_TMPDIR/fake-kernel.pid"
-  wait_for 10 "the fake kernel to watch the tree" grep -qx ready "$(kernel_log)"
-}
-stop_fake_kernel() {
-  local pid
-  pid=$(cat "$BATS_FILE_TMPDIR/fake-kernel.pid" 2>/dev/null) || return 0
-  kill "$pid" 2>/dev/null || true
-  rm -f "$BATS_FILE_TMPDIR/fake-kernel.pid" "$(kernel_faults)"
-}
-
-# mount_dev_vfio <node>: the node's /dev/vfio is the fake tree's dev/vfio, where the fake kernel
-# makes the groups' device nodes; containerd resolves the CDI spec's /dev/vfio/<group> there.
-# The nodes' /dev is the host's devtmpfs: a /dev/vfio made here is recorded and removed again.
-mount_dev_vfio() {
-  local n=$1 mark
-  mark="$(node_var "$(node_idx "$n")" STATE_DIR)/vfio-e2e-made-dev-vfio"
-  if ! in_node "$n" test -d /dev/vfio; then
-    in_node "$n" mkdir /dev/vfio
-    touch "$mark"
-  fi
-  in_node "$n" mount --bind "$(fake_host "$n")/dev/vfio" /dev/vfio
-}
-unmount_dev_vfio() {
-  local n=$1 mark
-  mark="$(node_var "$(node_idx "$n")" STATE_DIR)/vfio-e2e-made-dev-vfio"
-  in_node "$n" umount /dev/vfio 2>/dev/null || true
-  if [[ -f $mark ]]; then
-    in_node "$n" rmdir /dev/vfio 2>/dev/null || true
-    rm -f "$mark"
-  fi
-}
-
-# share_sys_proc <node>: with the gate the chart mounts the node's /sys and /proc with
-# Bidirectional propagation (as the Go chart does), which containerd refuses unless they are
-# shared mounts, as they are on a systemd host; the nodes' mount namespaces have them private.
-# The ones made shared here are recorded in the node's state folder and made private again by
-# unshare_sys_proc.
-share_sys_proc() {
-  local n=$1 m mark
-  mark="$(node_var "$(node_idx "$n")" STATE_DIR)/vfio-e2e-shared"
-  for m in /sys /proc; do
-    if ! in_node "$n" findmnt -no PROPAGATION "$m" | grep -q shared; then
-      in_node "$n" mount --make-shared "$m"
-      echo "$m" >>"$mark"
-    fi
-  done
-}
-unshare_sys_proc() {
-  local n=$1 m mark
-  mark="$(node_var "$(node_idx "$n")" STATE_DIR)/vfio-e2e-shared"
-  [[ -f $mark ]] || return 0
-  local mounts
-  mapfile -t mounts <"$mark"
-  for m in "${mounts[@]}"; do in_node "$n" mount --make-private "$m" || true; done
-  rm -f "$mark"
+  load vfio_lib
 }
 
 # Node 1's devices of the driver's slices, as JSON lines.
@@ -184,15 +47,12 @@ node1_devices() {
   kubectl get resourceslices -o json --field-selector "spec.nodeName=$GPU_NODE,spec.driver=$DRIVER" |
     jq -c '.items[].spec.devices[]?'
 }
-bus_of() { node1_devices | jq -r --arg d "$1" 'select(.name == $d) | .attributes["resource.kubernetes.io/pciBusID"].string'; }
 
 # full_gpu_of_bus <bus>: the name of node 1's published full-GPU device with that PCI bus id.
 full_gpu_of_bus() {
   node1_devices | jq -r --arg b "$1" \
     'select(.attributes.type.string == "gpu" and .attributes["resource.kubernetes.io/pciBusID"].string == $b) | .name'
 }
-driver_of() { basename "$(readlink "$(fake_host "$GPU_NODE")/sys/bus/pci/devices/$1/driver")"; }
-group_of() { basename "$(readlink "$(fake_host "$GPU_NODE")/sys/bus/pci/devices/$1/iommu_group")"; }
 persistence_of() { node_smi "$GPU_NODE" -q -i "$1" | awk -F': ' '/Persistence Mode/ {print $2; exit}'; }
 # vfio_claim_pod <pod> <n>: a pod with a vfio.gpu.nvidia.com claim for gpu-vfio-<n> (by bus id),
 # listing /dev/vfio.

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The fake VFIO host of the local nodes, for the files that turn PassthroughSupport on
-# (gpu_all_gates.bats; gpu_vfio.bats has its own copy of the same helpers): the host tree of
+# (gpu_vfio.bats, gpu_all_gates.bats): the host tree of
 # test/doubles/testing/fake_pci_sysfs.h per node (node 1's eight mock H100s as PCI functions on
 # nvidia, IOMMU groups, vfio_pci loaded, fake fuser; other nodes only IOMMU groups, which the plugin
 # needs to start), mounted at $HOST_ROOT_AT in the node; the fake kernel (a process on the test host
