@@ -137,6 +137,13 @@ wait_cd_status() {
     kubectl -n "$DRIVER_NS" get pods,computedomaincliques -o wide >&2
     kubectl -n "$DRIVER_NS" get computedomaincliques -o yaml >&2
     kubectl -n "$DRIVER_NS" describe pods -l "$CD_LABEL=$(cd_uid "$1")" >&2
+    # What each daemon logged, and the hosts file its IMEX daemon resolves its peers with.
+    kubectl -n "$DRIVER_NS" logs -l "$CD_LABEL=$(cd_uid "$1")" --prefix --tail=40 >&2 || true
+    local p
+    for p in $(daemon_pods "$(cd_uid "$1")"); do
+      echo "$p /etc/hosts:" >&2
+      kubectl -n "$DRIVER_NS" exec "${p#pod/}" -- cat /etc/hosts >&2 || true
+    done
     return 1
   }
 }
