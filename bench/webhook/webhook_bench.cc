@@ -274,8 +274,8 @@ int main(int argc, char** argv) {
   dra::webhook::WebhookMetrics metrics(&registry);
   dra::webhook::HttpsServerOptions options;
   options.address = "127.0.0.1:0";
-  auto server = dra::webhook::StartHttpsServer(
-      options, certs->get(), dra::webhook::MakeWebhookHandler(&gates, &metrics));
+  auto server = dra::webhook::StartHttpsServer(options, certs->get(),
+                                               dra::webhook::MakeWebhookHandler(&gates, &metrics));
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
     return 1;
