@@ -111,8 +111,19 @@ pod_yaml() {
 pod() { pod_yaml "$@" | k apply -f - >/dev/null; }
 
 # Lines of `nvidia-smi -L` that name a full GPU, from the pod's log (container $2 if given).
+# A `kubectl logs` that fails (the kubelet's log endpoint under load) is retried twice and then
+# fails the caller with kubectl's error, instead of reading as "no GPU lines".
 gpu_lines() {
-  k logs "$1" ${2:+-c "$2"} | grep -E '^GPU [0-9]+: .*\(UUID: GPU-[0-9a-f-]+\)$' || true
+  local out try
+  for try in 1 2 3; do
+    if out=$(k logs "$1" ${2:+-c "$2"} 2>&1); then
+      grep -E '^GPU [0-9]+: .*\(UUID: GPU-[0-9a-f-]+\)$' <<<"$out" || true
+      return 0
+    fi
+    echo "kubectl logs $1${2:+ -c $2} failed (try $try of 3): $out" >&2
+    ((try == 3)) || sleep 1
+  done
+  return 1
 }
 gpu_uuids() { gpu_lines "$@" | grep -oE 'GPU-[0-9a-f-]+'; }
 
