@@ -138,10 +138,22 @@ const ErrorRow kErrorRows[] = {
     // ---- MigDeviceConfig ----
     {"MigUnknownTopField", Params("MigDeviceConfig", R"(,"iommu":{})"),
      "iommu: unknown field, allowed fields: apiVersion, kind, sharing"},
-    {"MigRejectsTimeSlicingConfig",
+    {"MigUnknownSharingField",
+     Params("MigDeviceConfig", R"(,"sharing":{"strategy":"TimeSlicing","fabricConfig":{}})"),
+     "sharing.fabricConfig: unknown field, allowed fields: strategy, timeSlicingConfig, "
+     "mpsConfig"},
+    {"MigTimeSlicingConfigNotObject",
+     Params("MigDeviceConfig", R"(,"sharing":{"strategy":"TimeSlicing","timeSlicingConfig":1})"),
+     "sharing.timeSlicingConfig: expected object, got integer"},
+    {"MigTimeSlicingConfigUnknownField",
      Params("MigDeviceConfig",
-            R"(,"sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}})"),
-     "sharing.timeSlicingConfig: unknown field, allowed fields: strategy, mpsConfig"},
+            R"(,"sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"period":"Long"}})"),
+     "sharing.timeSlicingConfig.period: unknown field, allowed fields: interval"},
+    {"MigIntervalUnknown",
+     Params("MigDeviceConfig",
+            R"(,"sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"long"}})"),
+     "sharing.timeSlicingConfig.interval: unknown time-slice interval: long, supported "
+     "time-slice intervals: Default, Short, Medium, Long"},
     {"MigStrategyMissing", Params("MigDeviceConfig", R"(,"sharing":{})"),
      "sharing.strategy: required field is missing, supported GPU sharing strategies: "
      "TimeSlicing, MPS"},
@@ -284,6 +296,13 @@ TEST(ApiDecodeTest, EveryFieldOfEveryKind) {
   EXPECT_EQ(mps.default_pinned_device_memory_limit->ToString(), "4Gi");
   EXPECT_EQ(mps.default_per_device_pinned_memory_limit.size(), 2u);
   EXPECT_EQ(mps.multi_user, true);
+
+  absl::StatusOr<Config> mig = DecodeStrict(nlohmann::json::parse(R"({
+    "apiVersion": "resource.nvidia.com/v1beta1", "kind": "MigDeviceConfig",
+    "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}})"));
+  ASSERT_TRUE(mig.ok()) << mig.status();
+  EXPECT_EQ(std::get<MigDeviceConfig>(*mig).sharing->time_slicing_config,
+            TimeSlicingConfig{TimeSliceInterval::kLong});
 
   absl::StatusOr<Config> vfio = DecodeStrict(nlohmann::json::parse(R"({
     "apiVersion": "resource.nvidia.com/v1beta1", "kind": "VfioDeviceConfig",

@@ -162,6 +162,21 @@ sharing:
 )"),
                                                      *gates);
   ASSERT_TRUE(mig_ts.ok()) << mig_ts.status();
+  // Written for the public driver: no interval, and none after Normalize (nothing is set).
+  EXPECT_EQ(std::get<MigDeviceConfig>(*mig_ts).sharing->time_slicing_config, std::nullopt);
+
+  absl::StatusOr<Config> mig_long = DecodeOpaqueConfig(FromYaml(R"(
+apiVersion: resource.nvidia.com/v1beta1
+kind: MigDeviceConfig
+sharing:
+  strategy: TimeSlicing
+  timeSlicingConfig:
+    interval: Long
+)"),
+                                                       *gates);
+  ASSERT_TRUE(mig_long.ok()) << mig_long.status();
+  EXPECT_EQ(std::get<MigDeviceConfig>(*mig_long).sharing->time_slicing_config,
+            TimeSlicingConfig{TimeSliceInterval::kLong});
 
   absl::StatusOr<Config> mig_mps = DecodeOpaqueConfig(FromYaml(R"(
 apiVersion: resource.nvidia.com/v1beta1

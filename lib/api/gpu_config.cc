@@ -3,37 +3,12 @@
 #include <optional>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "lib/api/errors.h"
 #include "lib/api/kinds_internal.h"
 #include "lib/api/strict_json.h"
 #include "lib/common/status.h"
 
 namespace dra::api::internal {
-namespace {
-
-absl::StatusOr<std::optional<TimeSlicingConfig>> DecodeTimeSlicingConfig(
-    const StrictObject& sharing) {
-  const nlohmann::json* j = sharing.Get("timeSlicingConfig");
-  if (j == nullptr) return std::optional<TimeSlicingConfig>();
-  ASSIGN_OR_RETURN(StrictObject obj,
-                   StrictObject::Open(*j, sharing.PathOf("timeSlicingConfig"), {"interval"}));
-  TimeSlicingConfig config;
-  std::optional<std::string> name;
-  RETURN_IF_ERROR(obj.GetString("interval", &name));
-  if (name.has_value()) {
-    config.interval = ParseTimeSliceInterval(*name);
-    if (!config.interval.has_value()) {
-      return ConfigError(obj.PathOf("interval"),
-                         absl::StrCat("unknown time-slice interval: ", *name,
-                                      ", supported time-slice intervals: Default, Short, Medium, "
-                                      "Long"));
-    }
-  }
-  return std::optional<TimeSlicingConfig>(config);
-}
-
-}  // namespace
 
 absl::StatusOr<GpuConfig> DecodeGpuConfig(const nlohmann::json& root) {
   ASSIGN_OR_RETURN(StrictObject obj,
@@ -60,9 +35,7 @@ void NormalizeGpuConfig(GpuConfig& config) {
   }
   // The Go driver leaves `timeSlicingConfig: {}` without an interval and then panics in
   // Validate; the documented default is Default.
-  if (s.time_slicing_config.has_value() && !s.time_slicing_config->interval.has_value()) {
-    s.time_slicing_config->interval = TimeSliceInterval::kDefault;
-  }
+  NormalizeTimeSlicingConfig(s.time_slicing_config);
   if (s.strategy == SharingStrategy::kMps && !s.mps_config.has_value()) {
     s.mps_config = MpsConfig{};
   }
@@ -81,10 +54,7 @@ absl::Status ValidateGpuConfig(const GpuConfig& config, const FeatureGates& gate
       }
       return absl::OkStatus();
     case SharingStrategy::kMps:
-      if (s.time_slicing_config.has_value()) {
-        return ConfigError("sharing.timeSlicingConfig",
-                           "cannot use TimeSlicingConfig with the 'MPS' strategy");
-      }
+      RETURN_IF_ERROR(ValidateNoTimeSlicingConfigWithMps(s.time_slicing_config));
       if (s.mps_config.has_value()) return ValidateMpsConfig(*s.mps_config, "sharing.mpsConfig");
       return absl::OkStatus();
   }
@@ -97,11 +67,7 @@ void EncodeGpuConfig(const GpuConfig& config, nlohmann::json& out) {
   nlohmann::json sharing = nlohmann::json::object();
   sharing["strategy"] = std::string(SharingStrategyName(s.strategy));
   if (s.time_slicing_config.has_value()) {
-    nlohmann::json tsc = nlohmann::json::object();
-    if (s.time_slicing_config->interval.has_value()) {
-      tsc["interval"] = std::string(TimeSliceIntervalName(*s.time_slicing_config->interval));
-    }
-    sharing["timeSlicingConfig"] = std::move(tsc);
+    sharing["timeSlicingConfig"] = EncodeTimeSlicingConfig(*s.time_slicing_config);
   }
   if (s.mps_config.has_value()) sharing["mpsConfig"] = EncodeMpsConfig(*s.mps_config);
   out["sharing"] = std::move(sharing);

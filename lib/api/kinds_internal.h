@@ -17,10 +17,22 @@
 namespace dra::api::internal {
 
 // ---- sharing pieces shared by GpuConfig and MigDeviceConfig (sharing.cc) ----
+//
+// Both kinds decode `sharing.timeSlicingConfig` and `sharing.mpsConfig` with the same rules and
+// messages; what a MigDeviceConfig's interval means at prepare is in lib/gpu/time_slicing.h.
 
 // `sharing.strategy`: required; exactly "TimeSlicing" or "MPS".
 absl::StatusOr<SharingStrategy> DecodeStrategy(const StrictObject& sharing);
 absl::StatusOr<std::optional<MpsConfig>> DecodeMpsConfig(const StrictObject& sharing);
+// `sharing.timeSlicingConfig`: absent stays absent; `interval` one of Default, Short, Medium, Long.
+absl::StatusOr<std::optional<TimeSlicingConfig>> DecodeTimeSlicingConfig(
+    const StrictObject& sharing);
+// A present timeSlicingConfig without an interval gets interval Default.
+void NormalizeTimeSlicingConfig(std::optional<TimeSlicingConfig>& config);
+// Strategy MPS: a timeSlicingConfig is an error ("sharing.timeSlicingConfig: cannot use
+// TimeSlicingConfig with the 'MPS' strategy").
+absl::Status ValidateNoTimeSlicingConfigWithMps(const std::optional<TimeSlicingConfig>& config);
+nlohmann::json EncodeTimeSlicingConfig(const TimeSlicingConfig& config);
 // The strategy's feature gate must be on (TimeSlicingSettings, MPSSupport).
 absl::Status ValidateStrategyGate(SharingStrategy strategy, absl::string_view path,
                                   const FeatureGates& gates);

@@ -1,4 +1,5 @@
-// Sharing settings common to GpuConfig and MigDeviceConfig: the strategy and MpsConfig.
+// Sharing settings common to GpuConfig and MigDeviceConfig: the strategy, TimeSlicingConfig and
+// MpsConfig.
 
 #include <optional>
 #include <string>
@@ -32,6 +33,47 @@ absl::StatusOr<SharingStrategy> DecodeStrategy(const StrictObject& sharing) {
         path, absl::StrCat("unknown GPU sharing strategy: ", *name, ", ", kSupportedStrategies));
   }
   return *strategy;
+}
+
+absl::StatusOr<std::optional<TimeSlicingConfig>> DecodeTimeSlicingConfig(
+    const StrictObject& sharing) {
+  const nlohmann::json* j = sharing.Get("timeSlicingConfig");
+  if (j == nullptr) return std::optional<TimeSlicingConfig>();
+  ASSIGN_OR_RETURN(StrictObject obj,
+                   StrictObject::Open(*j, sharing.PathOf("timeSlicingConfig"), {"interval"}));
+  TimeSlicingConfig config;
+  std::optional<std::string> name;
+  RETURN_IF_ERROR(obj.GetString("interval", &name));
+  if (name.has_value()) {
+    config.interval = ParseTimeSliceInterval(*name);
+    if (!config.interval.has_value()) {
+      return ConfigError(obj.PathOf("interval"),
+                         absl::StrCat("unknown time-slice interval: ", *name,
+                                      ", supported time-slice intervals: Default, Short, Medium, "
+                                      "Long"));
+    }
+  }
+  return std::optional<TimeSlicingConfig>(config);
+}
+
+void NormalizeTimeSlicingConfig(std::optional<TimeSlicingConfig>& config) {
+  if (config.has_value() && !config->interval.has_value()) {
+    config->interval = TimeSliceInterval::kDefault;
+  }
+}
+
+absl::Status ValidateNoTimeSlicingConfigWithMps(const std::optional<TimeSlicingConfig>& config) {
+  if (!config.has_value()) return absl::OkStatus();
+  return ConfigError("sharing.timeSlicingConfig",
+                     "cannot use TimeSlicingConfig with the 'MPS' strategy");
+}
+
+nlohmann::json EncodeTimeSlicingConfig(const TimeSlicingConfig& config) {
+  nlohmann::json out = nlohmann::json::object();
+  if (config.interval.has_value()) {
+    out["interval"] = std::string(TimeSliceIntervalName(*config.interval));
+  }
+  return out;
 }
 
 absl::StatusOr<std::optional<MpsConfig>> DecodeMpsConfig(const StrictObject& sharing) {

@@ -79,9 +79,12 @@ struct GpuSharing {
   bool operator==(const GpuSharing&) const = default;
 };
 
-// MigDeviceConfig.sharing: no timeSlicingConfig (MIG time-slicing has no interval setting).
+// MigDeviceConfig.sharing. A MIG device has no time-slice of its own: the interval of
+// timeSlicingConfig is set on its parent GPU (lib/gpu/time_slicing.h). Unlike GpuConfig's,
+// timeSlicingConfig stays absent after Normalize when not given (then nothing is set).
 struct MigDeviceSharing {
   SharingStrategy strategy = SharingStrategy::kTimeSlicing;  // "strategy" (required)
+  std::optional<TimeSlicingConfig> time_slicing_config;      // "timeSlicingConfig"
   std::optional<MpsConfig> mps_config;                       // "mpsConfig"
 
   bool operator==(const MigDeviceSharing&) const = default;
@@ -96,7 +99,8 @@ struct GpuConfig {
   bool operator==(const GpuConfig&) const = default;
 };
 
-// Configures MIG devices (DeviceClass mig.nvidia.com). TimeSlicing is accepted and does nothing.
+// Configures MIG devices (DeviceClass mig.nvidia.com). TimeSlicing without a timeSlicingConfig
+// changes nothing; with a non-Default interval it sets that interval on the parent GPU.
 struct MigDeviceConfig {
   std::optional<MigDeviceSharing> sharing;
 

@@ -239,8 +239,9 @@ TEST(AdmissionTest, AllConfigErrorsAreCollectedAndOtherDriversIgnored) {
   EXPECT_EQ(resp["status"]["message"],
             "2 configs failed to validate: spec.devices.config[0].opaque.parameters.sharing."
             "strategy: unknown GPU sharing strategy: Fabric, supported GPU sharing strategies: "
-            "TimeSlicing, MPS; spec.devices.config[3].opaque.parameters.sharing.timeSlicingConfig: "
-            "unknown field, allowed fields: strategy, mpsConfig");
+            "TimeSlicing, MPS; spec.devices.config[3].opaque.parameters.sharing.strategy: "
+            "\"TimeSlicing\" is selected as the GPU sharing strategy, but the "
+            "\"TimeSlicingSettings\" feature gate is not enabled");
 
   json others = json::array({Opaque("example.com/driver", json{{"x", 1}}),
                              Opaque("gpu.nvidia.com.evil", json{{"x", 1}})});
@@ -253,6 +254,13 @@ TEST(AdmissionTest, GatesDecideTimeSlicingAndMps) {
   json mps = Opaque(
       "gpu.nvidia.com",
       GpuConfig({{"strategy", "MPS"}, {"mpsConfig", {{"defaultActiveThreadPercentage", 50}}}}));
+  // A MigDeviceConfig's interval (set on the parent GPU at prepare) needs the same gate.
+  json mig_ts =
+      Opaque("gpu.nvidia.com",
+             json{{"apiVersion", "resource.nvidia.com/v1beta1"},
+                  {"kind", "MigDeviceConfig"},
+                  {"sharing",
+                   {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "Long"}}}}}});
   struct Case {
     std::string gates;
     bool ts_allowed;
@@ -266,6 +274,9 @@ TEST(AdmissionTest, GatesDecideTimeSlicingAndMps) {
   for (const Case& c : cases) {
     auto gates = Gates(c.gates);
     EXPECT_EQ(Response(Handle(Review(Object(false, json::array({ts}))), *gates))["allowed"],
+              c.ts_allowed)
+        << c.gates;
+    EXPECT_EQ(Response(Handle(Review(Object(false, json::array({mig_ts}))), *gates))["allowed"],
               c.ts_allowed)
         << c.gates;
     EXPECT_EQ(Response(Handle(Review(Object(true, json::array({mps})), "resourceclaimtemplates"),
@@ -283,6 +294,16 @@ TEST(AdmissionTest, GatesDecideTimeSlicingAndMps) {
       HasSubstr("spec.devices.config[0].opaque.parameters.sharing.mpsConfig."
                 "defaultActiveThreadPercentage: active thread percentage must not be "
                 "greater than 100"));
+  json mig_mps_with_interval = Opaque(
+      "gpu.nvidia.com",
+      json{{"apiVersion", "resource.nvidia.com/v1beta1"},
+           {"kind", "MigDeviceConfig"},
+           {"sharing", {{"strategy", "MPS"}, {"timeSlicingConfig", {{"interval", "Long"}}}}}});
+  EXPECT_THAT(Response(Handle(Review(Object(false, json::array({mig_mps_with_interval}))),
+                              *gates))["status"]["message"]
+                  .get<std::string>(),
+              HasSubstr("spec.devices.config[0].opaque.parameters.sharing.timeSlicingConfig: "
+                        "cannot use TimeSlicingConfig with the 'MPS' strategy"));
 }
 
 // Only the kinds the GPU plugin applies are admitted (VfioDeviceConfig too, since VFIO passthrough
