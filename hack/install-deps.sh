@@ -33,8 +33,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # NVIDIA's official nvml.h (non-free), read only by the NVML ABI conformance test
   libnvidia-ml-dev
-  # the local cluster and tests; shellcheck for the scripts (hack/static-checks.sh)
-  openssl curl jq bats iproute2 psmisc procps util-linux shellcheck
+  # the local cluster and tests; shellcheck for the scripts and python3 for hack/include-graph.py
+  # (hack/static-checks.sh)
+  openssl curl jq bats iproute2 psmisc procps util-linux shellcheck python3
   # the local nodes (hack/cluster/node.sh: containerd's runtime and pod network) and the busybox of
   # their workload image (hack/images)
   runc containernetworking-plugins busybox-static

@@ -14,7 +14,9 @@
 #      and the chart (and every variable the chart sets is read by a flag);
 #   5. shellcheck (or $DRA_SHELLCHECK) on every shell script in the repository (the tracked *.sh,
 #      *.bash and *.bats files and those with a shell #! line), with the settings of .shellcheckrc,
-#      every finding an error.
+#      every finding an error;
+#   6. the include graph agrees with the CMake graph (hack/include-graph.py on the check build): no
+#      file of ours includes a header of a library its own target does not depend on.
 #
 # clang-tidy results are cached: a translation unit is checked again only when its compile
 # command, its source or one of the headers it includes (ninja's dependency log of the clang
@@ -89,6 +91,19 @@ else
   echo "static: the check preset does not build (errors above)" >&2
 fi
 progress "clang build done in $((SECONDS - t)) s"
+
+# Includes against the CMake graph of the configured check build (its own unit test first).
+progress "include graph against the CMake graph (hack/include-graph.py $BUILD)"
+if ! ig_out=$(python3 hack/include-graph.py --self-test 2>&1); then
+  printf '%s\n' "$ig_out" >&2
+  failed=$((failed + 1))
+  echo "static: hack/include-graph.py --self-test failed (above)" >&2
+elif python3 hack/include-graph.py "$BUILD"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "static: a file includes a header of a library its target does not depend on (above)" >&2
+fi
 
 # The generated reference (flags, variables, chart values, gates) against the code and the chart.
 progress "docs/reference.md (hack/gen-reference.sh --check $BUILD)"
