@@ -58,7 +58,7 @@ struct PreparedClaim {
   ClaimState state = ClaimState::kPrepareStarted;
   nlohmann::json allocation;        // the ResourceClaim's status.allocation; null when unknown
   nlohmann::json prepared_devices;  // opaque to this library; null when none
-  // The record of the prepare's steps (lib/gpu/prepare_plan.h), opaque to this library; null in
+  // The record of the prepare's steps (lib/prepare/plan.h), opaque to this library; null in
   // entries written before steps were recorded and in adopted Go entries. JSON "steps", left out
   // when null, so that older readers (which ignore it) and newer ones agree on everything else.
   nlohmann::json steps;

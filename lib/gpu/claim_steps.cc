@@ -14,7 +14,7 @@ namespace {
 using checkpoint::ClaimState;
 using DeviceEdits = std::map<std::string, cdi::ContainerEdits>;
 
-class TimeSlicingStep final : public PlanStep {
+class TimeSlicingStep final : public prepare::PlanStep {
  public:
   TimeSlicingStep(std::string uid, std::vector<TimeSliceGroup> groups, const TimeSlicing* ts)
       : uid_(std::move(uid)), groups_(std::move(groups)), time_slicing_(ts) {}
@@ -46,7 +46,7 @@ class TimeSlicingStep final : public PlanStep {
   const TimeSlicing* const time_slicing_;
 };
 
-class MpsDaemonsStep final : public PlanStep {
+class MpsDaemonsStep final : public prepare::PlanStep {
  public:
   MpsDaemonsStep(std::string uid, std::vector<MpsGroup> groups, absl::Time ready_deadline,
                  std::shared_ptr<DeviceEdits> edits, const MpsDaemons* mps,
@@ -104,7 +104,7 @@ class MpsDaemonsStep final : public PlanStep {
   std::vector<std::unique_ptr<MpsDaemon>> resolved_;  // the daemons of dynamic_group
 };
 
-class CdiSpecStep final : public PlanStep {
+class CdiSpecStep final : public prepare::PlanStep {
  public:
   CdiSpecStep(std::string uid, std::vector<PreparedDevice> devices, const ClaimCdi* cdi,
               std::shared_ptr<const DeviceEdits> edits,
@@ -132,7 +132,7 @@ class CdiSpecStep final : public PlanStep {
   const std::shared_ptr<const CreatedMigDevices> created_mig_;
 };
 
-class DeviceStatusStep final : public PlanStep {
+class DeviceStatusStep final : public prepare::PlanStep {
  public:
   DeviceStatusStep(StatusClaimRef claim, std::vector<DeviceStatusEntry> entries,
                    const DeviceStatusWriter* writer,
@@ -148,7 +148,7 @@ class DeviceStatusStep final : public PlanStep {
   }
   bool external() const override { return true; }    // the API server's copy of the claim
   bool resumable() const override { return false; }  // never fails
-  // Runs after the Completed record (prepare_plan.h): one checkpoint write per prepare.
+  // Runs after the Completed record (lib/prepare/plan.h): one checkpoint write per prepare.
   bool best_effort() const override { return true; }
   // Best effort: the entries are informational, and a pod must not wait for (or fail on) them.
   absl::Status Apply(const Deadline& deadline) override {
@@ -282,10 +282,10 @@ absl::Status StopMpsDaemons(const MpsDaemons* mps, const nlohmann::json& undo) {
 
 }  // namespace
 
-PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services) {
+prepare::PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services) {
   auto edits = std::make_shared<DeviceEdits>();
   auto created_mig = std::make_shared<CreatedMigDevices>();
-  PlanSteps steps;
+  prepare::PlanSteps steps;
   if (in.fabric) steps.push_back(FabricPartitionStep(*in.fabric, services.fabric));
   if (auto mig = MigDevicesStep(in.cdi_devices, services.mig, created_mig)) {
     steps.push_back(std::move(mig));
@@ -314,15 +314,17 @@ PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& serv
   return steps;
 }
 
-std::vector<StepRecord> AppliedRecords(const PlanSteps& steps) {
-  std::vector<StepRecord> out;
-  for (const auto& s : steps) out.push_back({s->name(), StepState::kApplied, s->UndoData()});
+std::vector<prepare::StepRecord> AppliedRecords(const prepare::PlanSteps& steps) {
+  std::vector<prepare::StepRecord> out;
+  for (const auto& s : steps)
+    out.push_back({s->name(), prepare::StepState::kApplied, s->UndoData()});
   return out;
 }
 
-StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::ClaimMap& others,
-                            const ClaimStepServices& services) {
-  StepUndoers undoers;
+prepare::StepUndoers GpuClaimUndoers(const std::string& claim_uid,
+                                     const checkpoint::ClaimMap& others,
+                                     const ClaimStepServices& services) {
+  prepare::StepUndoers undoers;
   undoers[kFabricPartitionStep] = [claim_uid, &others, services](const nlohmann::json& undo) {
     return UndoFabricPartition(claim_uid, others, services.fabric, undo);
   };
@@ -349,9 +351,10 @@ StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::Clai
   return undoers;
 }
 
-std::vector<StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices, bool completed,
-                                    bool time_slicing_gate) {
-  const StepState state = completed ? StepState::kApplied : StepState::kBegun;
+std::vector<prepare::StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices,
+                                             bool completed, bool time_slicing_gate) {
+  const prepare::StepState state =
+      completed ? prepare::StepState::kApplied : prepare::StepState::kBegun;
   std::vector<std::string> gpus;
   std::set<std::string> seen_gpus, seen_daemons;
   nlohmann::json daemons = nlohmann::json::array();
@@ -366,7 +369,7 @@ std::vector<StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices, 
       daemons.push_back(MpsDaemonRecordToJson(*d.mps_daemon));
     }
   }
-  std::vector<StepRecord> out;
+  std::vector<prepare::StepRecord> out;
   if (!gpus.empty()) {
     out.push_back({kTimeSlicingStep, state, nlohmann::json::array({{{"gpus", gpus}}})});
   }
@@ -375,10 +378,11 @@ std::vector<StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices, 
   return out;
 }
 
-std::vector<StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
-                                      bool time_slicing_gate) {
+std::vector<prepare::StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
+                                               bool time_slicing_gate) {
   if (!claim.steps.is_null()) {
-    absl::StatusOr<std::vector<StepRecord>> steps = StepRecordsFromJson(claim.steps);
+    absl::StatusOr<std::vector<prepare::StepRecord>> steps =
+        prepare::StepRecordsFromJson(claim.steps);
     if (steps.ok()) return *std::move(steps);
     DRA_WARNING("unreadable step record; deriving the steps from the recorded devices", "claim",
                 claim.uid, "err", steps.status());

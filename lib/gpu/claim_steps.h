@@ -1,6 +1,6 @@
 #pragma once
 
-// The steps of a GPU claim's prepare (prepare_plan.h), in one place. In order:
+// The steps of a GPU claim's prepare (lib/prepare/plan.h), in one place. In order:
 //
 //   (resolve the configs, plan the devices, check overlaps, find the claim's fabric partition:
 //    DeviceState, no side effect)
@@ -59,11 +59,11 @@
 #include "lib/gpu/fabric_step.h"
 #include "lib/gpu/mig_step.h"
 #include "lib/gpu/mps_sharing.h"
-#include "lib/gpu/prepare_plan.h"
 #include "lib/gpu/prepared.h"
 #include "lib/gpu/time_slicing.h"
 #include "lib/gpu/vfio_bind.h"
 #include "lib/gpu/vfio_claim.h"
+#include "lib/prepare/plan.h"
 
 namespace dra::gpu {
 
@@ -131,26 +131,27 @@ struct ClaimStepServices {
 };
 
 // The plan: the steps above in order. `in.mps` daemons must outlive the steps.
-PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services);
+prepare::PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services);
 
 // Their records with every step applied (what a completed prepare records).
-std::vector<StepRecord> AppliedRecords(const PlanSteps& steps);
+std::vector<prepare::StepRecord> AppliedRecords(const prepare::PlanSteps& steps);
 
 // How each step is undone for claim `claim_uid`; `others` (every checkpointed claim) says which
 // GPUs other completed claims still hold. `others` and the services must outlive the result.
-StepUndoers GpuClaimUndoers(const std::string& claim_uid, const checkpoint::ClaimMap& others,
-                            const ClaimStepServices& services);
+prepare::StepUndoers GpuClaimUndoers(const std::string& claim_uid,
+                                     const checkpoint::ClaimMap& others,
+                                     const ClaimStepServices& services);
 
 // The record of `claim`: its steps, or, for an entry without (LegacySteps), those its devices
 // imply. `time_slicing_gate`: gate TimeSlicingSettings, for devices without timeSliceApplied.
 // An unreadable record is logged and leaves only the cdiSpec step.
-std::vector<StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
-                                      bool time_slicing_gate);
+std::vector<prepare::StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
+                                               bool time_slicing_gate);
 
 // The steps a record without any implies: timeSlicing over the full GPUs whose timeSliceApplied
 // is true (absent: `time_slicing_gate`), without an interval; mpsDaemons with the distinct
 // daemons; cdiSpec. Applied when `completed`, else begun.
-std::vector<StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices, bool completed,
-                                    bool time_slicing_gate);
+std::vector<prepare::StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices,
+                                             bool completed, bool time_slicing_gate);
 
 }  // namespace dra::gpu

@@ -48,7 +48,7 @@ absl::StatusOr<std::string> UndoString(const nlohmann::json& undo, const char* k
   return it->get<std::string>();
 }
 
-class MetadataStep final : public PlanStep {
+class MetadataStep final : public prepare::PlanStep {
  public:
   MetadataStep(MetadataClaim claim, const DeviceMetadataFiles* files)
       : claim_(std::move(claim)), files_(files) {}
@@ -180,8 +180,8 @@ absl::Status DeviceMetadataFiles::Remove(const std::string& claim_uid,
   return first;
 }
 
-std::unique_ptr<PlanStep> DeviceMetadataStep(MetadataClaim claim,
-                                             const DeviceMetadataFiles* files) {
+std::unique_ptr<prepare::PlanStep> DeviceMetadataStep(MetadataClaim claim,
+                                                      const DeviceMetadataFiles* files) {
   return std::make_unique<MetadataStep>(std::move(claim), files);
 }
 

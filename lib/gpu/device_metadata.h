@@ -34,7 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "lib/gpu/prepare_plan.h"
+#include "lib/prepare/plan.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::gpu {
@@ -105,7 +105,8 @@ class DeviceMetadataFiles {
 
 // The deviceMetadata step (external, not resumable: a failed Apply removes what it wrote).
 // Undo data: {"uid", "namespace", "name", "requests": [...]}. `files` must outlive the step.
-std::unique_ptr<PlanStep> DeviceMetadataStep(MetadataClaim claim, const DeviceMetadataFiles* files);
+std::unique_ptr<prepare::PlanStep> DeviceMetadataStep(MetadataClaim claim,
+                                                      const DeviceMetadataFiles* files);
 
 // Its Undo. Null `files` (a plugin without the gate's wiring): FailedPrecondition.
 absl::Status UndoDeviceMetadata(const DeviceMetadataFiles* files, const nlohmann::json& undo);

@@ -174,7 +174,7 @@ TEST_F(DeviceMetadataStateTest, PrepareWritesMetadataAndUnprepareRemovesIt) {
 
   auto record = checkpoint_->Get("uid-1");
   ASSERT_TRUE(record.ok() && record->has_value());
-  auto steps = StepRecordsFromJson((*record)->steps);
+  auto steps = prepare::StepRecordsFromJson((*record)->steps);
   ASSERT_TRUE(steps.ok()) << steps.status();
   ASSERT_EQ(steps->size(), 2u);
   EXPECT_EQ((*steps)[0].name, kDeviceMetadataStep);

@@ -96,16 +96,16 @@ MetadataClaim MetadataOf(const k8s::ResourceClaim& claim, const std::string& dri
 
 // The claim's checkpoint entry as the step engine's journal: every write records `base` (the
 // claim's identity, allocation and devices) with the given state and steps, and recounts.
-class ClaimJournal final : public StepJournal {
+class ClaimJournal final : public prepare::StepJournal {
  public:
   ClaimJournal(checkpoint::Checkpoint* checkpoint, checkpoint::PreparedClaim base,
                std::function<void(const checkpoint::ClaimMap&)> recount)
       : checkpoint_(checkpoint), base_(std::move(base)), recount_(std::move(recount)) {}
 
-  absl::Status Started(const std::vector<StepRecord>& steps) override {
+  absl::Status Started(const std::vector<prepare::StepRecord>& steps) override {
     return Write(ClaimState::kPrepareStarted, steps);
   }
-  absl::Status Completed(const std::vector<StepRecord>& steps) override {
+  absl::Status Completed(const std::vector<prepare::StepRecord>& steps) override {
     return Write(ClaimState::kPrepareCompleted, steps);
   }
   absl::Status Forget() override {
@@ -117,12 +117,12 @@ class ClaimJournal final : public StepJournal {
   }
 
  private:
-  absl::Status Write(ClaimState state, const std::vector<StepRecord>& steps) {
+  absl::Status Write(ClaimState state, const std::vector<prepare::StepRecord>& steps) {
     return checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
       checkpoint::PreparedClaim& c = claims[base_.uid];
       c = base_;
       c.state = state;
-      c.steps = StepRecordsToJson(steps);
+      c.steps = prepare::StepRecordsToJson(steps);
       recount_(claims);
       return absl::OkStatus();
     });
@@ -324,8 +324,8 @@ absl::Status DeviceState::PlanVfio(const std::string& uid, Plan& plan) const {
   return absl::OkStatus();
 }
 
-PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
-                               absl::Time mps_ready_deadline) const {
+prepare::PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
+                                        absl::Time mps_ready_deadline) const {
   ClaimStepsInput in{
       .claim_uid = uid, .time_slices = plan.time_slices, .mps_ready_deadline = mps_ready_deadline};
   for (const Plan::Daemon& d : plan.daemons) {
@@ -399,8 +399,8 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   // engine records PrepareStarted before the external ones and PrepareCompleted after the last.
   // A prepare that failed or crashed half-way left a record: the engine finishes the steps this
   // plan repeats and undoes the others first.
-  PlanSteps steps = StepsOf(uid, plan, mps_deadline);
-  std::vector<StepRecord> recorded;
+  prepare::PlanSteps steps = StepsOf(uid, plan, mps_deadline);
+  std::vector<prepare::StepRecord> recorded;
   if (existing != all.end()) recorded = RecordedSteps(existing->second, time_slicing_gate());
   checkpoint::PreparedClaim base{.uid = uid,
                                  .namespace_name = claim.metadata.namespace_name,
@@ -410,8 +410,8 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   ClaimJournal journal(checkpoint_, std::move(base), [this](const checkpoint::ClaimMap& claims) {
     CountPreparedDevices(claims);
   });
-  const StepUndoers undoers = GpuClaimUndoers(uid, all, services());
-  StepEngine engine(&journal, &undoers);
+  const prepare::StepUndoers undoers = GpuClaimUndoers(uid, all, services());
+  prepare::StepEngine engine(&journal, &undoers);
   RETURN_IF_ERROR(engine.Run(recorded, steps, deadline));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
            claim.metadata.name, "devices", plan.prepared.size());
@@ -499,7 +499,8 @@ absl::StatusOr<bool> DeviceState::Rebuild(const k8s::ResourceClaim& claim) {
     c.state = ClaimState::kPrepareCompleted;
     c.allocation = allocation;
     c.prepared_devices = PreparedDevicesToJson(plan->prepared);
-    c.steps = StepRecordsToJson(AppliedRecords(StepsOf(uid, *plan, absl::InfiniteFuture())));
+    c.steps =
+        prepare::StepRecordsToJson(AppliedRecords(StepsOf(uid, *plan, absl::InfiniteFuture())));
     CountPreparedDevices(claims);
     added = true;
     return absl::OkStatus();
@@ -526,16 +527,18 @@ absl::Status DeviceState::Unprepare(const std::string& claim_uid) {
   // CDI spec, the MPS daemons, the time-slices. Full GPUs and static MIG devices need no other
   // teardown. A failure keeps the steps not undone recorded (PrepareStarted), so that the
   // kubelet's retry or the cleanup repeats the unprepare.
-  const std::vector<StepRecord> recorded = RecordedSteps(existing->second, time_slicing_gate());
+  const std::vector<prepare::StepRecord> recorded =
+      RecordedSteps(existing->second, time_slicing_gate());
   ClaimJournal journal(checkpoint_, existing->second, [this](const checkpoint::ClaimMap& claims) {
     CountPreparedDevices(claims);
   });
-  const StepUndoers undoers = GpuClaimUndoers(claim_uid, all, services());
-  StepEngine engine(&journal, &undoers);
+  const prepare::StepUndoers undoers = GpuClaimUndoers(claim_uid, all, services());
+  prepare::StepEngine engine(&journal, &undoers);
   RETURN_IF_ERROR(engine.UndoAll(recorded));
   // A spec written by a prepare that ended before recording it completed is not in its record.
-  const bool spec_recorded = std::any_of(
-      recorded.begin(), recorded.end(), [](const StepRecord& r) { return r.name == kCdiSpecStep; });
+  const bool spec_recorded =
+      std::any_of(recorded.begin(), recorded.end(),
+                  [](const prepare::StepRecord& r) { return r.name == kCdiSpecStep; });
   if (!spec_recorded) RETURN_IF_ERROR(cdi_->Remove(claim_uid));
   RETURN_IF_ERROR(journal.Forget());
   DRA_INFO("unprepared claim", "claim", claim_uid, "namespace", existing->second.namespace_name,

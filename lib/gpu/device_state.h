@@ -5,10 +5,10 @@
 // consumable shares, that the claims sharing a device configure it alike), then runs the claim's
 // plan of steps (claim_steps.h: time-slicing, MPS control daemons, the CDI spec, the claim's
 // device status) through the step
-// engine (prepare_plan.h), which records in the checkpoint what may have been applied, so that
+// engine (lib/prepare/plan.h), which records in the checkpoint what may have been applied, so that
 // unprepare works from the checkpoint alone. Both operations are idempotent.
 //
-// Crash consistency (prepare_plan.h has the rules): a step with a side effect outside this
+// Crash consistency (lib/prepare/plan.h has the rules): a step with a side effect outside this
 // process's files (nvidia-smi, an MPS daemon) is recorded, PrepareStarted, before it begins;
 // claims without such a step go straight to PrepareCompleted after the CDI spec is written. A
 // failing time-slicing or MPS step leaves the claim PrepareStarted; a retried prepare finishes
@@ -174,7 +174,8 @@ class DeviceState {
   // more than one VfioDeviceConfig group (as the Go driver).
   absl::Status PlanVfio(const std::string& uid, Plan& plan) const;
   // The steps of `plan` (claim_steps.h); they point into `plan`.
-  PlanSteps StepsOf(const std::string& uid, const Plan& plan, absl::Time mps_ready_deadline) const;
+  prepare::PlanSteps StepsOf(const std::string& uid, const Plan& plan,
+                             absl::Time mps_ready_deadline) const;
   ClaimStepServices services() const;
   // Gate TimeSlicingSettings (for records without timeSliceApplied).
   bool time_slicing_gate() const;

@@ -65,10 +65,10 @@ class PrepareStepsTest : public DeviceStateTest {
   }
   std::vector<std::string> StepSummary(const std::string& uid) {
     std::vector<std::string> out;
-    auto steps = StepRecordsFromJson(Entry(uid).steps);
+    auto steps = prepare::StepRecordsFromJson(Entry(uid).steps);
     EXPECT_TRUE(steps.ok()) << steps.status();
-    for (const StepRecord& r : steps.value_or(std::vector<StepRecord>{})) {
-      out.push_back(r.name + ":" + StepStateName(r.state));
+    for (const prepare::StepRecord& r : steps.value_or(std::vector<prepare::StepRecord>{})) {
+      out.push_back(r.name + ":" + prepare::StepStateName(r.state));
     }
     return out;
   }
@@ -247,7 +247,9 @@ TEST(LegacyStepsTest, DerivedFromTheDevices) {
   PreparedDevice mps2 = mps;  // same daemon: listed once
   mps2.device = "gpu-3";
 
-  auto summary = [](const std::vector<StepRecord>& steps) { return StepRecordsToJson(steps); };
+  auto summary = [](const std::vector<prepare::StepRecord>& steps) {
+    return prepare::StepRecordsToJson(steps);
+  };
   EXPECT_EQ(summary(LegacySteps({sliced, old, mps, mps2}, true, /*time_slicing_gate=*/true)),
             nlohmann::json::parse(R"([
               {"name":"timeSlicing","state":"applied","undo":[{"gpus":["GPU-0","GPU-1"]}]},

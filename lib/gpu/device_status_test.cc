@@ -119,11 +119,11 @@ class DeviceStatusStepTest : public DeviceStateTest {
     auto c = checkpoint_->Get(uid);
     EXPECT_TRUE(c.ok() && c->has_value());
     if (!c.ok() || !c->has_value()) return {};
-    auto steps = StepRecordsFromJson((*c)->steps);
+    auto steps = prepare::StepRecordsFromJson((*c)->steps);
     EXPECT_TRUE(steps.ok()) << steps.status();
     std::vector<std::string> out;
-    for (const StepRecord& r : steps.value_or(std::vector<StepRecord>{})) {
-      out.push_back(r.name + ":" + StepStateName(r.state));
+    for (const prepare::StepRecord& r : steps.value_or(std::vector<prepare::StepRecord>{})) {
+      out.push_back(r.name + ":" + prepare::StepStateName(r.state));
     }
     return out;
   }

@@ -53,7 +53,7 @@ absl::StatusOr<FabricTarget> TargetFromJson(const nlohmann::json& j) {
   return t;
 }
 
-class FabricPartition final : public PlanStep {
+class FabricPartition final : public prepare::PlanStep {
  public:
   FabricPartition(FabricTarget target, const fm::FabricManager* manager)
       : target_(std::move(target)), manager_(manager) {}
@@ -143,8 +143,8 @@ absl::StatusOr<std::optional<FabricTarget>> FabricTargetOf(
                       .gpus = std::vector<std::string>(gpus.begin(), gpus.end())};
 }
 
-std::unique_ptr<PlanStep> FabricPartitionStep(FabricTarget target,
-                                              const fm::FabricManager* manager) {
+std::unique_ptr<prepare::PlanStep> FabricPartitionStep(FabricTarget target,
+                                                       const fm::FabricManager* manager) {
   return std::make_unique<FabricPartition>(std::move(target), manager);
 }
 

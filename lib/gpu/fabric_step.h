@@ -34,8 +34,8 @@
 #include "lib/checkpoint/format.h"
 #include "lib/fabricmanager/fabric_manager.h"
 #include "lib/gpu/inventory.h"
-#include "lib/gpu/prepare_plan.h"
 #include "lib/gpu/prepared.h"
+#include "lib/prepare/plan.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::gpu {
@@ -74,8 +74,8 @@ absl::StatusOr<std::optional<FabricTarget>> FabricTargetOf(
     const FabricPartitioning& fabric, const std::vector<PreparedDevice>& devices);
 
 // The step. Null `manager`: Apply fails (Internal).
-std::unique_ptr<PlanStep> FabricPartitionStep(FabricTarget target,
-                                              const fm::FabricManager* manager);
+std::unique_ptr<prepare::PlanStep> FabricPartitionStep(FabricTarget target,
+                                                       const fm::FabricManager* manager);
 
 // Its Undo from the record alone (see above). `all`: every checkpointed claim; `uid`: this
 // claim. InvalidArgument naming the field for a malformed record; FailedPrecondition when the

@@ -13,7 +13,7 @@
 namespace dra::gpu::fuzz {
 
 // Bytes as JSON, decoded as each record kind: the prepared devices (prepared.h), the step records
-// (prepare_plan.h) and, within them and on their own, the undo data of the MPS daemon, VFIO and
+// (lib/prepare/plan.h) and, within them and on their own, the undo data of the MPS daemon, VFIO and
 // device-status steps (mps_daemon.h, vfio_bind.h, device_status.h). A decoded record must encode,
 // decode again and encode to the same JSON.
 void CheckpointRecords(const uint8_t* data, size_t size);

@@ -57,7 +57,7 @@ absl::StatusOr<MigInfo> EntryFromJson(const nlohmann::json& j, const std::string
   return m;
 }
 
-class MigDevices final : public PlanStep {
+class MigDevices final : public prepare::PlanStep {
  public:
   MigDevices(std::vector<Entry> entries, const MigManager* mig,
              std::shared_ptr<CreatedMigDevices> created)
@@ -95,9 +95,9 @@ class MigDevices final : public PlanStep {
 
 }  // namespace
 
-std::unique_ptr<PlanStep> MigDevicesStep(const std::vector<PreparedDevice>& devices,
-                                         const MigManager* mig,
-                                         std::shared_ptr<CreatedMigDevices> created) {
+std::unique_ptr<prepare::PlanStep> MigDevicesStep(const std::vector<PreparedDevice>& devices,
+                                                  const MigManager* mig,
+                                                  std::shared_ptr<CreatedMigDevices> created) {
   std::vector<Entry> entries;
   for (const PreparedDevice& d : devices) {
     if (d.mig && d.mig->dynamic) entries.push_back({d.device, *d.mig});

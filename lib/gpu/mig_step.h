@@ -18,8 +18,8 @@
 
 #include "absl/status/status.h"
 #include "lib/gpu/mig_manager.h"
-#include "lib/gpu/prepare_plan.h"
 #include "lib/gpu/prepared.h"
+#include "lib/prepare/plan.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::gpu {
@@ -32,9 +32,9 @@ using CreatedMigDevices = std::map<std::string, MigInfo>;
 // The step for the dynamic MIG devices among `devices` (those whose mig->dynamic is set); null
 // when there are none. Created devices are stored in `created`. Null `mig`: Apply fails
 // (Internal).
-std::unique_ptr<PlanStep> MigDevicesStep(const std::vector<PreparedDevice>& devices,
-                                         const MigManager* mig,
-                                         std::shared_ptr<CreatedMigDevices> created);
+std::unique_ptr<prepare::PlanStep> MigDevicesStep(const std::vector<PreparedDevice>& devices,
+                                                  const MigManager* mig,
+                                                  std::shared_ptr<CreatedMigDevices> created);
 
 // `devices` with the created MIG devices' uuid and instance ids filled in.
 std::vector<PreparedDevice> WithCreatedMig(std::vector<PreparedDevice> devices,

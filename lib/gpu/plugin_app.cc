@@ -111,8 +111,8 @@ void RequeueDeviceStatus(const checkpoint::ClaimMap& claims, const DeviceStatusQ
   int queued = 0;
   for (const auto& [uid, claim] : claims) {
     if (claim.state != checkpoint::ClaimState::kPrepareCompleted) continue;
-    for (const StepRecord& r : RecordedSteps(claim, /*time_slicing_gate=*/false)) {
-      if (r.name != kDeviceStatusStep || r.state != StepState::kApplied) continue;
+    for (const prepare::StepRecord& r : RecordedSteps(claim, /*time_slicing_gate=*/false)) {
+      if (r.name != kDeviceStatusStep || r.state != prepare::StepState::kApplied) continue;
       absl::StatusOr<DeviceStatusRecord> record = DeviceStatusRecordFromJson(r.undo);
       if (!record.ok() || !record->entries) continue;  // an older record: written back then
       if (queue.Write(record->claim, *record->entries).ok()) ++queued;

@@ -9,9 +9,9 @@
 #include "lib/gpu/device_status.h"
 #include "lib/gpu/fuzz_targets.h"
 #include "lib/gpu/mps_daemon.h"
-#include "lib/gpu/prepare_plan.h"
 #include "lib/gpu/prepared.h"
 #include "lib/gpu/vfio_bind.h"
+#include "lib/prepare/plan.h"
 
 namespace dra::gpu::fuzz {
 namespace {
@@ -49,8 +49,8 @@ void DeviceStatus(const nlohmann::json& j) {
 
 // The VFIO steps' undo data, validated by the vfioModule undoer alone (the others act on the host).
 void VfioUndo(const nlohmann::json& j) {
-  static const StepUndoers* const kUndoers = [] {
-    auto* u = new StepUndoers();
+  static const prepare::StepUndoers* const kUndoers = [] {
+    auto* u = new prepare::StepUndoers();
     AddVfioUndoers(/*host=*/nullptr, *u);
     return u;
   }();
@@ -73,9 +73,11 @@ void CheckpointRecords(const uint8_t* data, size_t size) {
       json_access::Parse(absl::string_view(reinterpret_cast<const char*>(data), size));
   if (!j.ok()) return;
   RoundTrip(*j, PreparedDevicesFromJson, PreparedDevicesToJson, "prepared devices round trip");
-  RoundTrip(*j, StepRecordsFromJson, StepRecordsToJson, "step records round trip");
-  if (absl::StatusOr<std::vector<StepRecord>> steps = StepRecordsFromJson(*j); steps.ok()) {
-    for (const StepRecord& s : *steps) Undo(s.undo);
+  RoundTrip(*j, prepare::StepRecordsFromJson, prepare::StepRecordsToJson,
+            "step records round trip");
+  if (absl::StatusOr<std::vector<prepare::StepRecord>> steps = prepare::StepRecordsFromJson(*j);
+      steps.ok()) {
+    for (const prepare::StepRecord& s : *steps) Undo(s.undo);
   }
   Undo(*j);
 }

@@ -6,8 +6,8 @@
 #include "gtest/gtest.h"
 #include "lib/common/json_access.h"
 #include "lib/gpu/fuzz_targets.h"
-#include "lib/gpu/prepare_plan.h"
 #include "lib/gpu/prepared.h"
+#include "lib/prepare/plan.h"
 #include "test/support/fuzz_corpus.h"
 
 namespace dra::gpu::fuzz {
@@ -49,7 +49,7 @@ TEST(GpuCheckpointRecordsFuzzTest, ValidSeedsDecode) {
   for (const std::string& s : seeds) {
     absl::StatusOr<std::vector<PreparedDevice>> p = PreparedDevicesFromJson(parse(s));
     if (p.ok() && !p->empty()) ++prepared;
-    absl::StatusOr<std::vector<StepRecord>> r = StepRecordsFromJson(parse(s));
+    absl::StatusOr<std::vector<prepare::StepRecord>> r = prepare::StepRecordsFromJson(parse(s));
     if (r.ok() && r->size() > 1) ++steps;
   }
   EXPECT_GE(prepared, 3);  // prepared_gpu_mps, prepared_mig, prepared_vfio

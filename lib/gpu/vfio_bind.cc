@@ -156,7 +156,7 @@ absl::Status WaitUntilFree(const VfioHost& host, const VfioTarget& t, const Dead
                    holders.empty() ? "(unknown)" : holders));
 }
 
-class VfioStep : public PlanStep {
+class VfioStep : public prepare::PlanStep {
  public:
   VfioStep(const char* name, VfioTarget target, const VfioHost* host)
       : name_(name), t_(std::move(target)), host_(*host) {}
@@ -275,9 +275,9 @@ std::string PciDriver(const std::string& host_root, const std::string& bus_id) {
   return ec ? std::string() : target.filename().string();
 }
 
-std::vector<std::unique_ptr<PlanStep>> VfioBindSteps(const VfioTarget& target,
-                                                     const VfioHost* host) {
-  std::vector<std::unique_ptr<PlanStep>> steps;
+std::vector<std::unique_ptr<prepare::PlanStep>> VfioBindSteps(const VfioTarget& target,
+                                                              const VfioHost* host) {
+  std::vector<std::unique_ptr<prepare::PlanStep>> steps;
   steps.push_back(std::make_unique<ModuleStep>(kVfioModuleStep, target, host));
   steps.push_back(std::make_unique<PersistenceStep>(kVfioPersistenceStep, target, host));
   steps.push_back(std::make_unique<UnbindStep>(kVfioUnbindStep, target, host));
@@ -285,7 +285,7 @@ std::vector<std::unique_ptr<PlanStep>> VfioBindSteps(const VfioTarget& target,
   return steps;
 }
 
-void AddVfioUndoers(const VfioHost* host, StepUndoers& undoers) {
+void AddVfioUndoers(const VfioHost* host, prepare::StepUndoers& undoers) {
   undoers[kVfioModuleStep] = [](const nlohmann::json& undo) {
     return TargetFromJson(undo, kVfioModuleStep).status();
   };

@@ -1,7 +1,7 @@
 #pragma once
 
 // Handing a GPU from the nvidia driver to vfio-pci and back (gate PassthroughSupport,
-// docs/vfio.md), as prepare steps (prepare_plan.h) each with its Undo, so that a failure at any
+// docs/vfio.md), as prepare steps (lib/prepare/plan.h) each with its Undo, so that a failure at any
 // point leaves the GPU on nvidia with persistence mode on, and unprepare returns it there:
 //
 //   vfioModule       the GPU's vfio module loaded (<host>/sys/module/<m>, else `modprobe <m>`).
@@ -37,7 +37,7 @@
 #include "absl/time/time.h"
 #include "lib/common/run_program.h"
 #include "lib/gpu/nvidia_smi.h"
-#include "lib/gpu/prepare_plan.h"
+#include "lib/prepare/plan.h"
 
 namespace dra::gpu {
 
@@ -98,10 +98,10 @@ struct VfioTarget {
 std::string PciDriver(const std::string& host_root, const std::string& bus_id);
 
 // The four steps above, in order. `host` must outlive them.
-std::vector<std::unique_ptr<PlanStep>> VfioBindSteps(const VfioTarget& target,
-                                                     const VfioHost* host);
+std::vector<std::unique_ptr<prepare::PlanStep>> VfioBindSteps(const VfioTarget& target,
+                                                              const VfioHost* host);
 
-// Their Undos, by step name, for StepUndoers. `host` must outlive the functions.
-void AddVfioUndoers(const VfioHost* host, StepUndoers& undoers);
+// Their Undos, by step name, for prepare::StepUndoers. `host` must outlive the functions.
+void AddVfioUndoers(const VfioHost* host, prepare::StepUndoers& undoers);
 
 }  // namespace dra::gpu

@@ -166,7 +166,7 @@ absl::StatusOr<cdi::ContainerEdits> VfioCdiEdits(const PciGpu& gpu, const api::I
 
 namespace {
 
-class CdiEditsStep final : public PlanStep {
+class CdiEditsStep final : public prepare::PlanStep {
  public:
   CdiEditsStep(std::vector<VfioCdiRequest> requests,
                std::shared_ptr<std::map<std::string, cdi::ContainerEdits>> edits)
@@ -200,7 +200,7 @@ class CdiEditsStep final : public PlanStep {
 
 }  // namespace
 
-std::unique_ptr<PlanStep> VfioCdiEditsStep(
+std::unique_ptr<prepare::PlanStep> VfioCdiEditsStep(
     std::vector<VfioCdiRequest> requests,
     std::shared_ptr<std::map<std::string, cdi::ContainerEdits>> edits) {
   return std::make_unique<CdiEditsStep>(std::move(requests), std::move(edits));

@@ -87,7 +87,7 @@ struct VfioCdiRequest {
 // (it exists only once the GPU is on vfio), and adds VfioCdiEdits to `edits` under the device's
 // name, for the cdiSpec step. Plugin-internal (nothing to undo), not resumable.
 inline constexpr char kVfioCdiEditsStep[] = "vfioCdiEdits";
-std::unique_ptr<PlanStep> VfioCdiEditsStep(
+std::unique_ptr<prepare::PlanStep> VfioCdiEditsStep(
     std::vector<VfioCdiRequest> requests,
     std::shared_ptr<std::map<std::string, cdi::ContainerEdits>> edits);
 

@@ -89,13 +89,13 @@ class VfioTest : public ::testing::Test {
   };
 
   // The claim's checkpoint entry, in memory.
-  struct Journal final : StepJournal {
-    absl::Status Started(const std::vector<StepRecord>& s) override {
+  struct Journal final : prepare::StepJournal {
+    absl::Status Started(const std::vector<prepare::StepRecord>& s) override {
       steps = s;
       state = "started";
       return absl::OkStatus();
     }
-    absl::Status Completed(const std::vector<StepRecord>& s) override {
+    absl::Status Completed(const std::vector<prepare::StepRecord>& s) override {
       steps = s;
       state = "completed";
       return absl::OkStatus();
@@ -105,18 +105,18 @@ class VfioTest : public ::testing::Test {
       state = "";
       return absl::OkStatus();
     }
-    std::vector<StepRecord> steps;
+    std::vector<prepare::StepRecord> steps;
     std::string state;
   };
 
   absl::Status Prepare() {
-    PlanSteps steps = VfioBindSteps(
+    prepare::PlanSteps steps = VfioBindSteps(
         {.bus_id = kBus, .module = "vfio_pci", .nvidia_device = "/dev/nvidia0"}, &host_);
-    StepEngine engine(&journal_, &undoers_);
+    prepare::StepEngine engine(&journal_, &undoers_);
     return engine.Run(journal_.steps, steps, Deadline::Infinite());
   }
   absl::Status Unprepare() {
-    StepEngine engine(&journal_, &undoers_);
+    prepare::StepEngine engine(&journal_, &undoers_);
     absl::Status s = engine.UndoAll(journal_.steps);
     if (s.ok()) s = journal_.Forget();
     return s;
@@ -132,7 +132,7 @@ class VfioTest : public ::testing::Test {
   testing::FakeKernelSysfs sysfs_{tmp_.path() + "/host"};
   FakePersistence persistence_;
   VfioHost host_;
-  StepUndoers undoers_;
+  prepare::StepUndoers undoers_;
   Journal journal_;
   absl::Duration slept_;
 };
@@ -374,9 +374,9 @@ TEST_F(VfioTest, CrashAfterUnbindIsUndoneFromTheRecordAlone) {
   ASSERT_TRUE(sysfs_.Write(root_ + "/sys/bus/pci/drivers/nvidia/unbind", kBus).ok());
   const nlohmann::json undo = {
       {"busId", kBus}, {"module", "vfio_pci"}, {"nvidiaDevice", "/dev/nvidia0"}};
-  journal_.steps = {{kVfioModuleStep, StepState::kApplied, undo},
-                    {kVfioPersistenceStep, StepState::kApplied, undo},
-                    {kVfioUnbindStep, StepState::kBegun, undo}};
+  journal_.steps = {{kVfioModuleStep, prepare::StepState::kApplied, undo},
+                    {kVfioPersistenceStep, prepare::StepState::kApplied, undo},
+                    {kVfioUnbindStep, prepare::StepState::kBegun, undo}};
   ASSERT_EQ(Driver(), "");
   ASSERT_TRUE(Unprepare().ok());
   EXPECT_EQ(Driver(), "nvidia");

@@ -1,4 +1,4 @@
-#include "lib/gpu/prepare_plan.h"
+#include "lib/prepare/plan.h"
 
 #include <optional>
 #include <utility>
@@ -8,7 +8,7 @@
 #include "lib/common/status.h"
 #include "lib/common/trace.h"
 
-namespace dra::gpu {
+namespace dra::prepare {
 namespace {
 
 // `original` (code, payloads) with the undo error appended to its message.
@@ -199,4 +199,4 @@ absl::Status StepEngine::Run(const std::vector<StepRecord>& recorded, PlanSteps&
   return absl::OkStatus();
 }
 
-}  // namespace dra::gpu
+}  // namespace dra::prepare

@@ -5,7 +5,7 @@
 // so that a failure, a retried prepare, an unprepare or the cleanup can finish or undo it from the
 // record alone (docs/architecture.md "Prepare as a plan of steps").
 //
-//   PlanSteps steps = ...;                        // e.g. GpuClaimSteps (claim_steps.h)
+//   PlanSteps steps = ...;                        // e.g. lib/gpu/claim_steps.h's GpuClaimSteps
 //   StepEngine engine{&journal, &undoers};        // journal: the claim's checkpoint entry
 //   RETURN_IF_ERROR(engine.Run(recorded, steps, deadline));   // prepare (recorded: a retry's)
 //   RETURN_IF_ERROR(engine.UndoAll(recorded));                // unprepare
@@ -68,7 +68,7 @@
 #include "lib/common/deadline.h"
 #include "nlohmann/json.hpp"
 
-namespace dra::gpu {
+namespace dra::prepare {
 
 enum class StepState {
   kBegun,    // Apply may have started (or finished, before the record said so)
@@ -158,4 +158,4 @@ class StepEngine {
   const StepUndoers* const undoers_;
 };
 
-}  // namespace dra::gpu
+}  // namespace dra::prepare

@@ -1,7 +1,7 @@
-// The step engine (prepare_plan.h) against fake steps and an in-memory journal: order, the
+// The step engine (plan.h) against fake steps and an in-memory journal: order, the
 // write-ahead record, rollback on failure, resumable steps, undo failures, retries.
 
-#include "lib/gpu/prepare_plan.h"
+#include "lib/prepare/plan.h"
 
 #include <optional>
 
@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "lib/common/status.h"
 
-namespace dra::gpu {
+namespace dra::prepare {
 namespace {
 
 using ::testing::ElementsAre;
@@ -388,4 +388,4 @@ TEST_F(StepEngineTest, AFailingBestEffortStepStillLeavesTheClaimCompleted) {
 }
 
 }  // namespace
-}  // namespace dra::gpu
+}  // namespace dra::prepare
