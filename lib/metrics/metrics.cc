@@ -1,10 +1,13 @@
 #include "lib/metrics/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 
 namespace dra::metrics {
 namespace {
@@ -110,6 +113,44 @@ Family<Histogram>* Registry::AddHistogram(std::string name, std::string help,
                                                             std::move(labels), std::move(bounds)));
   order_.emplace_back(Type::kHistogram, histograms_.size() - 1);
   return histograms_.back().get();
+}
+
+std::vector<Registry::FamilyInfo> Registry::Describe() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<FamilyInfo> out;
+  auto add = [&](const auto& f, Type type) {
+    out.push_back({f.name(), type, f.label_names(), f.help()});
+  };
+  for (const auto& [type, index] : order_) {
+    switch (type) {
+      case Type::kCounter:
+        add(*counters_[index], type);
+        break;
+      case Type::kGauge:
+        add(*gauges_[index], type);
+        break;
+      case Type::kHistogram:
+        add(*histograms_[index], type);
+        break;
+    }
+  }
+  return out;
+}
+
+std::string DescribeMarkdown(const Registry& registry) {
+  std::vector<Registry::FamilyInfo> families = registry.Describe();
+  std::sort(families.begin(), families.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::string out;
+  for (const auto& f : families) {
+    const char* type = f.type == Type::kCounter ? "counter"
+                       : f.type == Type::kGauge ? "gauge"
+                                                : "histogram";
+    std::string labels = f.labels.empty() ? "-" : "`" + absl::StrJoin(f.labels, "`, `") + "`";
+    absl::StrAppend(&out, "| `", f.name, "` | ", type, " | ", labels, " | ",
+                    absl::StrReplaceAll(f.help, {{"|", "\\|"}}), " |\n");
+  }
+  return out;
 }
 
 std::string Registry::Render() const {

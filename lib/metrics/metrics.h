@@ -134,6 +134,16 @@ class Registry {
   // The whole registry in Prometheus text format, families in registration order.
   std::string Render() const;
 
+  // What each family is, without its series, in registration order (for a metrics reference
+  // generated from the code, DescribeMarkdown).
+  struct FamilyInfo {
+    std::string name;
+    Type type;
+    std::vector<std::string> labels;
+    std::string help;
+  };
+  std::vector<FamilyInfo> Describe() const;
+
  private:
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Family<Counter>>> counters_ ABSL_GUARDED_BY(mu_);
@@ -145,5 +155,11 @@ class Registry {
 
 // Escapes a label value for the text format (backslash, double quote, newline).
 std::string EscapeLabelValue(const std::string& v);
+
+// The registry's families as Markdown table rows, one a line, sorted by name:
+// "| `name` | counter | `label`, `label` | help |" (labels "-" when none; a '|' in the help is
+// escaped): the rows of a metrics reference table generated from a registry the binary's
+// components registered their families in.
+std::string DescribeMarkdown(const Registry& registry);
 
 }  // namespace dra::metrics

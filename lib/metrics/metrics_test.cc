@@ -64,5 +64,25 @@ TEST(MetricsTest, ConcurrentIncrementsAreNotLost) {
   EXPECT_EQ(c->Value(), 40000);
 }
 
+TEST(MetricsTest, DescribeListsFamiliesWithoutSeriesAndMarkdownSortsThem) {
+  Registry r;
+  r.AddGauge("z_open", "Open now.", {});
+  r.AddHistogram("a_seconds", "How long | total.", {"op", "code"}, {0.1, 1});
+  r.AddCounter("m_total", "Count.", {"kind"})->WithLabels({"x"})->Inc();
+
+  std::vector<Registry::FamilyInfo> d = r.Describe();
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].name, "z_open");
+  EXPECT_EQ(d[0].type, Type::kGauge);
+  EXPECT_EQ(d[1].labels, (std::vector<std::string>{"op", "code"}));
+  EXPECT_EQ(d[2].type, Type::kCounter);
+  EXPECT_EQ(d[2].help, "Count.");
+
+  EXPECT_EQ(DescribeMarkdown(r),
+            "| `a_seconds` | histogram | `op`, `code` | How long \\| total. |\n"
+            "| `m_total` | counter | `kind` | Count. |\n"
+            "| `z_open` | gauge | - | Open now. |\n");
+}
+
 }  // namespace
 }  // namespace dra::metrics
