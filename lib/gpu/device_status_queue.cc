@@ -1,6 +1,12 @@
 #include "lib/gpu/device_status_queue.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -68,44 +74,69 @@ absl::Status DeviceStatusQueue::Enqueue(
         what, " of claim ", claim.namespace_name, "/", claim.name, " is ",
         removal ? "refused (the unprepare is retried)" : "dropped"));
   }
-  Desired d{.claim = claim, .entries = std::move(entries), .due = absl::Now(), .seq = next_seq_++};
+  const absl::Time now = absl::Now();
+  last_call_ = now;
+  Desired d{
+      .claim = claim, .entries = std::move(entries), .due = now, .since = now, .seq = next_seq_++};
   if (it != waiting_.end()) {
     // The latest state wins and keeps the place in line of the one it replaces (a state waiting
-    // for its retry is replaced by one due now).
+    // for its retry is replaced by one due now, as a first try).
     if (it->second.due <= d.due) {
       d.due = it->second.due;
       d.seq = it->second.seq;
+      d.since = it->second.since;
     }
     it->second = std::move(d);
+    if (StartAt(it->second) < planned_wake_) ++wakeups_;
   } else {
-    waiting_.emplace(key, std::move(d));
+    auto [added, unused] = waiting_.emplace(key, std::move(d));
+    if (StartAt(added->second) < planned_wake_) ++wakeups_;
   }
   UpdateDepth();
   return absl::OkStatus();
 }
 
+absl::Time DeviceStatusQueue::StartAt(const Desired& d) const {
+  if (d.attempts > 0 || closed_) return d.due;
+  return std::max(d.due, std::min(last_call_ + options_.quiet, d.since + options_.max_delay));
+}
+
 void DeviceStatusQueue::Worker() {
+  if (options_.worker_nice != 0) {
+    // Linux: PRIO_PROCESS with a thread id sets that thread's nice value alone.
+    const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+    errno = 0;
+    const int base = getpriority(PRIO_PROCESS, tid);
+    if (errno != 0 || setpriority(PRIO_PROCESS, tid, base + options_.worker_nice) != 0) {
+      DRA_WARNING("device status writer keeps its priority", "nice", options_.worker_nice, "err",
+                  std::strerror(errno));
+    }
+  }
   mu_.Lock();
   while (true) {
     const absl::Time now = absl::Now();
     if (stop_ || (closed_ && (waiting_.empty() || now >= drain_until_))) break;
     auto next = waiting_.end();
+    absl::Time next_at = absl::InfiniteFuture();
     for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-      if (next == waiting_.end() || std::pair(it->second.due, it->second.seq) <
-                                        std::pair(next->second.due, next->second.seq)) {
+      const absl::Time at = StartAt(it->second);
+      if (next == waiting_.end() ||
+          std::pair(at, it->second.seq) < std::pair(next_at, next->second.seq)) {
         next = it;
+        next_at = at;
       }
     }
-    // Wait for the next due state, a new state, or the shutdown.
-    const absl::Time wake =
-        next == waiting_.end() ? drain_until_ : std::min(next->second.due, drain_until_);
+    // Wait for the next state's start, a state that may start earlier, or the shutdown.
+    const absl::Time wake = std::min(next_at, drain_until_);
     if (wake > now) {
-      const uint64_t seq = next_seq_;
+      planned_wake_ = wake;
+      const uint64_t wakeups = wakeups_;
       const bool closed = closed_;
-      auto changed = [this, seq, closed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || next_seq_ != seq || closed_ != closed;
+      auto changed = [this, wakeups, closed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || wakeups_ != wakeups || closed_ != closed;
       };
       mu_.AwaitWithDeadline(absl::Condition(&changed), wake);
+      planned_wake_ = absl::InfiniteFuture();
       continue;
     }
     std::string key = next->first;

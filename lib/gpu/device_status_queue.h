@@ -14,9 +14,18 @@
 // - Write and Remove only record the claim's desired state (its entries, or none) and return OK;
 //   one worker thread applies it through `target`. Prepare therefore returns before the entries
 //   reach the API server: a reader of the claim sees them some time after NodePrepareResources
-//   returned (usually milliseconds; with the API server slow or down, after the retries), and may
-//   see a container running before they show. Likewise the entries disappear some time after
-//   NodeUnprepareResources returned.
+//   returned (after the quiet period below, 50 ms to 1 s by default; with the API server slow or
+//   down, after the retries), and may see a container running before they show. Likewise the
+//   entries disappear some time after NodeUnprepareResources returned.
+// - Deferred until the calls go quiet: a new state's first try waits until no Write or Remove
+//   arrived for `quiet`, or until `max_delay` after the first of its claim's waiting states
+//   arrived, whichever comes first (so a steady stream of calls delays a write by at most
+//   `max_delay`). The writes (their JSON, TLS and the API server's and etcd's work, and the claim
+//   watch's events they cause) then run between the kubelet's calls instead of beside them, and a
+//   claim prepared and unprepared within that time is written once, as the removal. Retries keep
+//   their backoff. The worker runs at `worker_nice` (a lower priority than the gRPC threads): on a
+//   busy node the calls go first, the writes still get their share of the CPU (nice, not
+//   SCHED_IDLE).
 // - Per claim (keyed by UID; by namespace/name when the UID is empty) the latest desired state
 //   wins: a Write or Remove that arrives while an older one still waits replaces it in its place in
 //   line (a removal after a write that has not run yet means the write never runs). What arrives
@@ -32,9 +41,9 @@
 //   stays). A node's claims are far fewer than the default 4096, so this needs an API server that
 //   is unreachable for a long time and many claims at once.
 // - Shutdown(deadline) (the plugin's SIGTERM path, after the kubelet socket is closed): no new
-//   state is accepted (FailedPrecondition), the worker applies what waits (retries without the
-//   long backoff) until the queue is empty or the deadline passed; what is left is logged and
-//   dropped.
+//   state is accepted (FailedPrecondition), the worker applies what waits at once (no quiet
+//   period; retries without the long backoff) until the queue is empty or the deadline passed;
+//   what is left is logged and dropped.
 // - A crash (or a shutdown past its deadline) loses only the states still queued. The next start
 //   converges again: every PrepareCompleted claim of the checkpoint whose deviceStatus step
 //   recorded its entries is written again (PluginApp; RecordedDeviceStatus in claim_steps.h), so
@@ -68,6 +77,12 @@ namespace dra::gpu {
 
 struct DeviceStatusQueueOptions {
   size_t max_claims = 4096;
+  // A first try waits for `quiet` without new calls, at most `max_delay` (zero: at once).
+  absl::Duration quiet = absl::Milliseconds(50);
+  absl::Duration max_delay = absl::Seconds(1);
+  // The worker thread's nice value, relative to the process's (0: unchanged). Lowering a
+  // thread's priority needs no privilege; a failure is logged and the worker runs on.
+  int worker_nice = 10;
   BackoffOptions retry = {.initial = absl::Milliseconds(200), .max = absl::Seconds(30)};
   int max_attempts = 10;  // per desired state, the first try included
 };
@@ -107,7 +122,8 @@ class DeviceStatusQueue final : public DeviceStatusWriter {
     StatusClaimRef claim;
     std::optional<std::vector<DeviceStatusEntry>> entries;  // unset: remove
     int attempts = 0;                                       // failed tries so far
-    absl::Time due;
+    absl::Time due;    // earliest start: arrival, or the retry's backoff
+    absl::Time since;  // arrival of the first state of its claim still waiting (max_delay)
     uint64_t seq = 0;  // arrival order among states due at the same time
   };
 
@@ -120,6 +136,8 @@ class DeviceStatusQueue final : public DeviceStatusWriter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(const Desired& d, const std::string& why) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateDepth() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When `d` may start: `due`, and for a first try outside the drain also the quiet rule.
+  absl::Time StartAt(const Desired& d) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const DeviceStatusWriter* const target_;
   const DeviceStatusQueueOptions options_;
@@ -130,6 +148,10 @@ class DeviceStatusQueue final : public DeviceStatusWriter {
   mutable std::map<std::string, Desired> waiting_ ABSL_GUARDED_BY(mu_);
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   mutable uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable absl::Time last_call_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // Write/Remove
+  // The worker sleeps until `planned_wake_`; a state that may start earlier bumps `wakeups_`.
+  absl::Time planned_wake_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  mutable uint64_t wakeups_ ABSL_GUARDED_BY(mu_) = 0;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // Shutdown: nothing more is accepted
   absl::Time drain_until_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

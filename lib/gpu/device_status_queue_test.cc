@@ -6,6 +6,11 @@
 
 #include "lib/gpu/device_status_queue.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
@@ -82,8 +87,11 @@ class FakeWriter final : public DeviceStatusWriter {
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// No quiet period: the tests of ordering, coalescing and retries start each state at once.
 DeviceStatusQueueOptions FastRetries() {
-  return {.retry = {.initial = absl::Milliseconds(1), .max = absl::Milliseconds(5), .jitter = 0},
+  return {.quiet = absl::ZeroDuration(),
+          .max_delay = absl::ZeroDuration(),
+          .retry = {.initial = absl::Milliseconds(1), .max = absl::Milliseconds(5), .jitter = 0},
           .max_attempts = 3};
 }
 
@@ -252,6 +260,101 @@ TEST(DeviceStatusQueueTest, ShutdownDropsWhatIsLeftAtTheDeadline) {
   EXPECT_EQ(queue.Shutdown(absl::Milliseconds(50)), 1u);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // returns, not a timing claim on the drain
   EXPECT_EQ(queue.depth(), 0u);
+}
+
+TEST(DeviceStatusQueueTest, AFirstTryWaitsUntilTheCallsGoQuiet) {
+  FakeWriter target;
+  DeviceStatusQueueOptions options = FastRetries();
+  options.quiet = absl::Milliseconds(300);
+  options.max_delay = absl::Seconds(30);
+  DeviceStatusQueue queue(&target, options);
+  queue.Start();
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(queue.Write(Claim("a"), Entries("gpu-0")).ok());
+  // Nothing starts within the quiet period (awaited with a timeout: the absence of a call).
+  EXPECT_FALSE(queue.WaitIdle(absl::Milliseconds(150)));
+  EXPECT_TRUE(target.calls().empty());
+  ASSERT_TRUE(queue.WaitIdle(absl::Seconds(10)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  EXPECT_THAT(target.calls(), ElementsAre("write a gpu-0"));
+}
+
+TEST(DeviceStatusQueueTest, AClaimPreparedAndUnpreparedWhileBusyIsWrittenOnceAsTheRemoval) {
+  FakeWriter target;
+  DeviceStatusQueueOptions options = FastRetries();
+  options.quiet = absl::Milliseconds(200);
+  options.max_delay = absl::Seconds(30);
+  DeviceStatusQueue queue(&target, options);
+  queue.Start();
+  ASSERT_TRUE(queue.Write(Claim("a"), Entries("gpu-0")).ok());
+  ASSERT_TRUE(queue.Write(Claim("b"), Entries("gpu-1")).ok());
+  ASSERT_TRUE(queue.Remove(Claim("a")).ok());
+  ASSERT_TRUE(queue.WaitIdle(absl::Seconds(10)));
+  // "a" keeps its place in line ahead of "b".
+  EXPECT_THAT(target.calls(), ElementsAre("remove a", "write b gpu-1"));
+}
+
+TEST(DeviceStatusQueueTest, ASteadyStreamOfCallsDelaysAWriteAtMostMaxDelay) {
+  FakeWriter target;
+  DeviceStatusQueueOptions options = FastRetries();
+  options.quiet = absl::Seconds(30);  // never quiet: only max_delay lets the writes start
+  options.max_delay = absl::Milliseconds(200);
+  DeviceStatusQueue queue(&target, options);
+  queue.Start();
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(queue.Write(Claim("a"), Entries("gpu-0")).ok());
+  ASSERT_TRUE(queue.Write(Claim("a"), Entries("gpu-1")).ok());  // keeps a's arrival
+  ASSERT_TRUE(target.WaitCalls(1));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
+  ASSERT_TRUE(queue.WaitIdle(absl::Seconds(10)));
+  EXPECT_THAT(target.calls(), ElementsAre("write a gpu-1"));
+}
+
+TEST(DeviceStatusQueueTest, ShutdownWritesWhatWaitsWithoutTheQuietPeriod) {
+  FakeWriter target;
+  DeviceStatusQueueOptions options = FastRetries();
+  options.quiet = absl::Seconds(60);
+  options.max_delay = absl::Seconds(60);
+  DeviceStatusQueue queue(&target, options);
+  queue.Start();
+  ASSERT_TRUE(queue.Write(Claim("a"), Entries("gpu-0")).ok());
+  ASSERT_TRUE(queue.Remove(Claim("b")).ok());
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(queue.Shutdown(absl::Seconds(30)), 0u);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_THAT(target.calls(), ElementsAre("write a gpu-0", "remove b"));
+}
+
+// Records the nice value of the thread that calls it.
+class NiceRecorder final : public DeviceStatusWriter {
+ public:
+  absl::Status Write(const StatusClaimRef&, const std::vector<DeviceStatusEntry>&) const override {
+    absl::MutexLock lock(&mu_);
+    nice_ = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+    return absl::OkStatus();
+  }
+  absl::Status Remove(const StatusClaimRef&) const override { return absl::OkStatus(); }
+  int nice() const {
+    absl::MutexLock lock(&mu_);
+    return nice_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable int nice_ ABSL_GUARDED_BY(mu_) = -100;
+};
+
+TEST(DeviceStatusQueueTest, TheWorkerRunsAtALowerPriorityThanTheCalls) {
+  NiceRecorder target;
+  DeviceStatusQueueOptions options = FastRetries();
+  options.worker_nice = 7;
+  DeviceStatusQueue queue(&target, options);
+  queue.Start();
+  const int caller = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  ASSERT_TRUE(queue.Write(Claim("a"), Entries("gpu-0")).ok());
+  ASSERT_TRUE(queue.WaitIdle(absl::Seconds(10)));
+  EXPECT_EQ(target.nice(), std::min(caller + 7, 19));
+  EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))), caller);
 }
 
 TEST(DeviceStatusRecordTest, UndoDataRoundTripsTheEntries) {
