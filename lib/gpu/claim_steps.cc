@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 
@@ -22,7 +23,10 @@ class TimeSlicingStep final : public prepare::PlanStep {
   nlohmann::json UndoData() const override {
     nlohmann::json out = nlohmann::json::array();
     for (const TimeSliceGroup& g : groups_) {
-      out.push_back({{"interval", api::TimeSliceIntervalName(g.interval)}, {"gpus", g.gpu_uuids}});
+      nlohmann::json group = {{"interval", api::TimeSliceIntervalName(g.interval)},
+                              {"gpus", g.gpu_uuids}};
+      if (g.mig_parents) group["migParents"] = true;
+      out.push_back(std::move(group));
     }
     return out;
   }
@@ -33,6 +37,12 @@ class TimeSlicingStep final : public prepare::PlanStep {
       return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
     }
     for (const TimeSliceGroup& g : groups_) {
+      if (g.mig_parents) {
+        RETURN_IF_ERROR(time_slicing_->SetInterval(g.gpu_uuids, g.interval, deadline));
+        DRA_INFO("applied MIG parent GPU time-slice", "claim", uid_, "interval",
+                 api::TimeSliceIntervalName(g.interval), "gpus", absl::StrJoin(g.gpu_uuids, ","));
+        continue;
+      }
       RETURN_IF_ERROR(time_slicing_->Apply(g.gpu_uuids, g.interval, deadline));
       DRA_INFO("applied GPU time-slicing", "claim", uid_, "interval",
                api::TimeSliceIntervalName(g.interval), "gpus", g.gpu_uuids.size());
@@ -221,6 +231,13 @@ std::set<std::string> GpusHeldByOthers(const std::string& uid, const checkpoint:
   return held;
 }
 
+// A recorded timeSlicing group of MIG parent GPUs ({"migParents": true}); any other value, or
+// none, is a group of full GPUs.
+bool IsMigParentsGroup(const nlohmann::json& group) {
+  auto it = group.find("migParents");
+  return it != group.end() && it->is_boolean() && it->get<bool>();
+}
+
 absl::StatusOr<std::vector<std::string>> StringList(const nlohmann::json& j,
                                                     const std::string& path) {
   if (!j.is_array()) return absl::InvalidArgumentError(path + ": expected a list");
@@ -232,37 +249,61 @@ absl::StatusOr<std::vector<std::string>> StringList(const nlohmann::json& j,
   return out;
 }
 
-// Undo of timeSlicing: reset the recorded GPUs that no other completed claim holds.
+// Undo of timeSlicing: reset the recorded GPUs that no other completed claim holds. A MIG parent
+// ("migParents" group) gets its interval alone reset, and only when no other completed claim holds
+// it as a full GPU or holds a non-Default interval on it.
 absl::Status ResetTimeSlices(const std::string& uid, const checkpoint::ClaimMap& all,
                              const TimeSlicing* time_slicing, const nlohmann::json& undo) {
   if (!undo.is_array()) return absl::InvalidArgumentError("timeSlicing undo: expected a list");
-  std::vector<std::string> reset;
-  std::set<std::string> seen;
+  std::vector<std::string> reset, reset_parents;
+  std::set<std::string> seen, seen_parents;
   std::optional<std::set<std::string>> held;
+  std::optional<std::map<std::string, HeldMigInterval>> held_intervals;
   for (const nlohmann::json& group : undo) {
     if (!group.is_object() || !group.contains("gpus")) {
       return absl::InvalidArgumentError("timeSlicing undo: expected {\"gpus\": [...]} groups");
     }
     ASSIGN_OR_RETURN(std::vector<std::string> gpus,
                      StringList(group["gpus"], "timeSlicing undo: gpus"));
+    const bool mig_parents = IsMigParentsGroup(group);
     for (const std::string& uuid : gpus) {
-      if (!seen.insert(uuid).second) continue;
+      if (!(mig_parents ? seen_parents : seen).insert(uuid).second) continue;
       if (!held) held = GpusHeldByOthers(uid, all);
       if (held->contains(uuid)) {
         DRA_VLOG(2, "GPU still used by another claim; keeping its time-slice", "claim", uid, "uuid",
                  uuid);
         continue;
       }
+      if (mig_parents) {
+        if (!held_intervals) held_intervals = MigParentIntervalsHeld(uid, all);
+        if (auto it = held_intervals->find(uuid); it != held_intervals->end()) {
+          DRA_VLOG(2, "MIG parent GPU's interval still held by another claim; keeping it", "claim",
+                   uid, "uuid", uuid, "holder", it->second.claim_uid, "interval",
+                   api::TimeSliceIntervalName(it->second.interval));
+          continue;
+        }
+        reset_parents.push_back(uuid);
+        continue;
+      }
       reset.push_back(uuid);
     }
   }
-  if (reset.empty()) return absl::OkStatus();
+  if (reset.empty() && reset_parents.empty()) return absl::OkStatus();
   if (time_slicing == nullptr) {
     return absl::FailedPreconditionError(
         "GPU time-slices need a reset but this plugin has no nvidia-smi runner");
   }
-  RETURN_IF_ERROR(Annotate(time_slicing->Reset(reset), "reset GPU time-slice"));
-  DRA_INFO("reset GPU time-slicing", "claim", uid, "gpus", reset.size());
+  if (!reset.empty()) {
+    RETURN_IF_ERROR(Annotate(time_slicing->Reset(reset), "reset GPU time-slice"));
+    DRA_INFO("reset GPU time-slicing", "claim", uid, "gpus", reset.size());
+  }
+  if (!reset_parents.empty()) {
+    RETURN_IF_ERROR(
+        Annotate(time_slicing->SetInterval(reset_parents, api::TimeSliceInterval::kDefault),
+                 "reset MIG parent GPU time-slice"));
+    DRA_INFO("reset MIG parent GPU time-slice", "claim", uid, "gpus",
+             absl::StrJoin(reset_parents, ","));
+  }
   return absl::OkStatus();
 }
 
@@ -281,6 +322,43 @@ absl::Status StopMpsDaemons(const MpsDaemons* mps, const nlohmann::json& undo) {
 }
 
 }  // namespace
+
+std::map<std::string, HeldMigInterval> MigParentIntervalsHeld(const std::string& uid,
+                                                              const checkpoint::ClaimMap& all) {
+  std::map<std::string, HeldMigInterval> held;
+  for (const auto& [other_uid, other] : all) {
+    if (other_uid == uid || other.state != ClaimState::kPrepareCompleted) continue;
+    // Records without steps (older plugins, the Go driver) never set a MIG parent's interval.
+    for (const prepare::StepRecord& step : RecordedSteps(other, /*time_slicing_gate=*/false)) {
+      if (step.name != kTimeSlicingStep || !step.undo.is_array()) continue;
+      for (const nlohmann::json& group : step.undo) {
+        if (!group.is_object() || !IsMigParentsGroup(group)) continue;
+        auto name = group.find("interval");
+        const std::optional<api::TimeSliceInterval> interval =
+            name != group.end() && name->is_string()
+                ? api::ParseTimeSliceInterval(name->get<std::string>())
+                : std::nullopt;
+        if (!interval || *interval == api::TimeSliceInterval::kDefault) continue;
+        auto list = group.find("gpus");
+        absl::StatusOr<std::vector<std::string>> gpus =
+            list != group.end() ? StringList(*list, "timeSlicing record: gpus")
+                                : absl::InvalidArgumentError("timeSlicing record: no gpus");
+        if (!gpus.ok()) {
+          DRA_WARNING("unreadable MIG parent time-slice record", "claim", other_uid, "err",
+                      gpus.status());
+          continue;
+        }
+        for (const std::string& uuid : *gpus) {
+          held.emplace(uuid, HeldMigInterval{.interval = *interval,
+                                             .claim_uid = other_uid,
+                                             .namespace_name = other.namespace_name,
+                                             .name = other.name});
+        }
+      }
+    }
+  }
+  return held;
+}
 
 prepare::PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services) {
   auto edits = std::make_shared<DeviceEdits>();

@@ -14,8 +14,11 @@
 //                   Undo: destroy them by GPU, profile and placement; MIG mode off (Hopper+)
 //                   when the GPU has no instance left.
 //   1. timeSlicing  nvidia-smi: compute mode DEFAULT and the group's interval on the full GPUs of
-//                   each time-sliced config group. External, resumable.
-//                   Undo: reset those GPUs that no other completed claim holds.
+//                   each time-sliced config group; for a MigDeviceConfig group with a non-Default
+//                   interval, that interval alone on the MIG devices' parent GPUs ("migParents",
+//                   time_slicing.h). External, resumable.
+//                   Undo: reset those GPUs that no other completed claim holds (a MIG parent:
+//                   on which no other completed claim's record holds a non-Default interval).
 //   2. mpsDaemons   start each MPS config group's control daemon, wait until it is ready, and
 //                   collect its CDI edits for the group's devices. External, resumable.
 //                   Undo: stop each daemon.
@@ -72,11 +75,29 @@ inline constexpr char kMpsDaemonsStep[] = "mpsDaemons";
 inline constexpr char kCdiSpecStep[] = "cdiSpec";
 inline constexpr char kDeviceStatusStep[] = "deviceStatus";
 
-// The full GPUs of one time-sliced config group (each once) and its interval.
+// The full GPUs of one time-sliced config group (each once) and its interval; or, with
+// `mig_parents`, the parent GPUs of a MigDeviceConfig group's MIG devices (each once), whose
+// interval alone is set (time_slicing.h). Recorded as {"interval", "gpus", "migParents"?: true}.
 struct TimeSliceGroup {
   api::TimeSliceInterval interval = api::TimeSliceInterval::kDefault;
   std::vector<std::string> gpu_uuids;
+  bool mig_parents = false;
 };
+
+// A non-Default interval that a completed claim's record holds on a MIG parent GPU.
+struct HeldMigInterval {
+  api::TimeSliceInterval interval = api::TimeSliceInterval::kDefault;
+  std::string claim_uid;
+  std::string namespace_name;
+  std::string name;
+};
+
+// Parent GPU UUID -> the interval that a PrepareCompleted claim other than `uid` holds on it, from
+// the "migParents" groups of the claims' recorded timeSlicing steps (the checkpoint, so it
+// survives a plugin restart). Several claims may hold the same interval on one GPU (DeviceState
+// refuses a different one); the map names one of them.
+std::map<std::string, HeldMigInterval> MigParentIntervalsHeld(const std::string& uid,
+                                                              const checkpoint::ClaimMap& all);
 
 // One MPS config group: its daemon (created, not started) and the names of its devices.
 struct MpsGroup {

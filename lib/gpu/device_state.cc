@@ -19,7 +19,7 @@ namespace {
 using checkpoint::ClaimState;
 
 // The interval when `config` asks for time-slicing of full GPUs (GpuConfig, strategy TimeSlicing;
-// normalized, so the interval is set). MIG time-slicing has no setting: nullopt.
+// normalized, so the interval is set). MigDeviceConfig: MigTimeSliceOf.
 std::optional<api::TimeSliceInterval> TimeSliceOf(const api::Config& config) {
   const auto* g = std::get_if<api::GpuConfig>(&config);
   if (g == nullptr || !g->sharing || g->sharing->strategy != api::SharingStrategy::kTimeSlicing) {
@@ -29,6 +29,19 @@ std::optional<api::TimeSliceInterval> TimeSliceOf(const api::Config& config) {
     return *g->sharing->time_slicing_config->interval;
   }
   return api::TimeSliceInterval::kDefault;
+}
+
+// The interval a MigDeviceConfig (strategy TimeSlicing, normalized) asks for on its devices'
+// parent GPUs (time_slicing.h); nullopt without a timeSlicingConfig or with interval Default,
+// which set nothing.
+std::optional<api::TimeSliceInterval> MigTimeSliceOf(const api::Config& config) {
+  const auto* m = std::get_if<api::MigDeviceConfig>(&config);
+  if (m == nullptr || !m->sharing || m->sharing->strategy != api::SharingStrategy::kTimeSlicing ||
+      !m->sharing->time_slicing_config || !m->sharing->time_slicing_config->interval ||
+      *m->sharing->time_slicing_config->interval == api::TimeSliceInterval::kDefault) {
+    return std::nullopt;
+  }
+  return *m->sharing->time_slicing_config->interval;
 }
 
 // The config each device of another prepared claim got, resolved again from its recorded
@@ -214,7 +227,7 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
       workload_names.push_back(g.results[i]->device);
     }
     if (workload_devices.size() < g.results.size() &&
-        (TimeSliceOf(g.config) || MpsConfigOf(g.config))) {
+        (TimeSliceOf(g.config) || MigTimeSliceOf(g.config) || MpsConfigOf(g.config))) {
       DRA_INFO("sharing config not applied to adminAccess devices", "claim", uid, "devices",
                g.results.size() - workload_devices.size());
     }
@@ -228,6 +241,19 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
         }
       }
       plan.time_slices.push_back(std::move(slice));
+    }
+    if (const std::optional<api::TimeSliceInterval> mig_interval = MigTimeSliceOf(g.config);
+        mig_interval && !workload_devices.empty()) {
+      TimeSliceGroup parents{.interval = *mig_interval, .mig_parents = true};
+      std::set<std::string> seen;
+      for (size_t i = 0; i < workload_devices.size(); ++i) {
+        const AllocatableDevice* d = workload_devices[i];
+        if (d->type != DeviceType::kMig) continue;
+        plan.mig_intervals.push_back(
+            {.device = workload_names[i], .parent_uuid = d->gpu.uuid, .interval = *mig_interval});
+        if (seen.insert(d->gpu.uuid).second) parents.gpu_uuids.push_back(d->gpu.uuid);
+      }
+      if (!parents.gpu_uuids.empty()) plan.time_slices.push_back(std::move(parents));
     }
     std::optional<MpsDaemonRecord> mps_record;
     const std::optional<api::MpsConfig> mps = MpsConfigOf(g.config);
@@ -383,6 +409,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   std::optional<TraceStage> configs_stage(std::in_place, "configs");
   ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim));
   RETURN_IF_ERROR(CheckOverlap(uid, all, plan.prepared, plan.configs));
+  RETURN_IF_ERROR(CheckMigIntervals(claim, all, plan.mig_intervals));
   {  // PassthroughSupport: a GPU and its gpu-vfio sibling are one device (vfio_claim.h).
     std::vector<std::string> names;
     for (const PreparedDevice& p : plan.prepared) names.push_back(p.device);
@@ -453,6 +480,42 @@ absl::Status DeviceState::CheckOverlap(const std::string& uid, const checkpoint:
             absl::StrCat("requested device ", p.device,
                          " has conflicting configuration with already prepared claim ", other_uid));
       }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceState::CheckMigIntervals(const k8s::ResourceClaim& claim,
+                                            const checkpoint::ClaimMap& all,
+                                            const std::vector<Plan::MigInterval>& wanted) const {
+  if (wanted.empty()) return absl::OkStatus();
+  const std::string& uid = claim.metadata.uid;
+  const std::string self = absl::StrCat("claim ", claim.metadata.namespace_name, "/",
+                                        claim.metadata.name, " (", uid, ")");
+  constexpr absl::string_view kWhy =
+      "; the time-slice interval is a setting of the physical GPU, shared by all its MIG "
+      "devices: ask for the same interval, for Default, or for a MIG device of another GPU";
+  const std::map<std::string, HeldMigInterval> held = MigParentIntervalsHeld(uid, all);
+  std::map<std::string, const Plan::MigInterval*> mine;  // parent UUID -> first device asking
+  for (const Plan::MigInterval& w : wanted) {
+    auto [first, inserted] = mine.emplace(w.parent_uuid, &w);
+    if (!inserted && first->second->interval != w.interval) {
+      return api::ConfigError(
+          "sharing.timeSlicingConfig.interval",
+          absl::StrCat(self, " asks time-slice interval ", api::TimeSliceIntervalName(w.interval),
+                       " for MIG device ", w.device, " and ",
+                       api::TimeSliceIntervalName(first->second->interval), " for MIG device ",
+                       first->second->device, ", both on parent GPU ", w.parent_uuid, kWhy));
+    }
+    auto other = held.find(w.parent_uuid);
+    if (other != held.end() && other->second.interval != w.interval) {
+      return api::ConfigError(
+          "sharing.timeSlicingConfig.interval",
+          absl::StrCat(self, " asks time-slice interval ", api::TimeSliceIntervalName(w.interval),
+                       " for MIG device ", w.device, " on parent GPU ", w.parent_uuid,
+                       ", but prepared claim ", other->second.namespace_name, "/",
+                       other->second.name, " (", other->second.claim_uid, ") holds interval ",
+                       api::TimeSliceIntervalName(other->second.interval), " on that GPU", kWhy));
     }
   }
   return absl::OkStatus();

@@ -152,6 +152,13 @@ class DeviceState {
     };
     std::vector<Daemon> daemons;
     std::vector<TimeSliceGroup> time_slices;
+    // MigDeviceConfig time-slicing: each MIG device with a non-Default interval for its parent.
+    struct MigInterval {
+      std::string device;
+      std::string parent_uuid;
+      api::TimeSliceInterval interval = api::TimeSliceInterval::kDefault;
+    };
+    std::vector<MigInterval> mig_intervals;
     StatusClaimRef status_claim;
     std::vector<DeviceStatusEntry> device_statuses;  // one per allocation result of this driver
     std::optional<MetadataClaim> metadata;           // gate DeviceMetadata
@@ -170,6 +177,11 @@ class DeviceState {
   absl::Status CheckOverlap(const std::string& uid, const checkpoint::ClaimMap& all,
                             const std::vector<PreparedDevice>& prepared,
                             const std::vector<const api::Config*>& configs) const;
+  // Refuses (permanent config error, nothing changed) a claim whose MIG devices ask for a
+  // non-Default interval on a parent GPU for which another PrepareCompleted claim in `all` holds a
+  // different one, or whose own MIG devices ask for two different ones (time_slicing.h).
+  absl::Status CheckMigIntervals(const k8s::ResourceClaim& claim, const checkpoint::ClaimMap& all,
+                                 const std::vector<Plan::MigInterval>& wanted) const;
   // Gate PassthroughSupport: the bind targets and CDI edits of the claim's VFIO devices; refuses
   // more than one VfioDeviceConfig group (as the Go driver).
   absl::Status PlanVfio(const std::string& uid, Plan& plan) const;

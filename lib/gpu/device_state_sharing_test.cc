@@ -226,5 +226,222 @@ TEST_F(DeviceStateTest, MpsIsRejectedWithConsumableShares) {
   EXPECT_EQ(StateOf("uid-1"), std::nullopt);
 }
 
+// ---- MigDeviceConfig time-slicing: the interval goes to the parent GPU (time_slicing.h) ----
+
+// A config entry: MigDeviceConfig with the given sharing for `requests` (empty: all).
+nlohmann::json MigEntry(const nlohmann::json& sharing,
+                        const nlohmann::json& requests = nlohmann::json::array()) {
+  return {{"source", "FromClaim"},
+          {"requests", requests},
+          {"opaque",
+           {{"driver", "gpu.nvidia.com"},
+            {"parameters",
+             {{"apiVersion", "resource.nvidia.com/v1beta1"},
+              {"kind", "MigDeviceConfig"},
+              {"sharing", sharing}}}}}};
+}
+nlohmann::json MigTimeSliced(const std::string& interval) {
+  return nlohmann::json::array(
+      {MigEntry({{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", interval}}}})});
+}
+
+class MigTimeSlicingTest : public DeviceStateTest {
+ protected:
+  void SetUp() override {
+    Init("a100-mig-4x");  // GPUs 0 and 1: four MIG devices each
+    Configure("TimeSlicingSettings=true,MPSSupport=true");
+  }
+  // The MIG devices of the GPU with `minor`, in name order.
+  std::vector<std::string> MigOf(unsigned int minor) {
+    std::vector<std::string> out;
+    for (const AllocatableDevice& d : inventory_.devices) {
+      if (d.type == DeviceType::kMig && d.gpu.minor == minor) out.push_back(d.name);
+    }
+    EXPECT_GE(out.size(), 2u);
+    return out;
+  }
+  // "<compute mode>/<time-slice>" of the parent GPU of MIG device `mig` (GpuSetting reads the
+  // device's GpuInfo, the parent's for a MIG device).
+  std::string ParentSetting(const std::string& mig) { return GpuSetting(mig); }
+  // nvidia-smi, made to fail loudly: a prepare that ran it would fail with its message.
+  void ForbidNvidiaSmi() { WrapNvidiaSmi("echo nvidia-smi must not run >&2; exit 9"); }
+};
+
+TEST_F(MigTimeSlicingTest, IntervalIsSetOnTheParentAndResetAtUnprepare) {
+  const std::string mig = MigOf(0)[0];
+  SetGpu(mig, "PROHIBITED", 0);  // a compute mode the MIG prepare must leave alone
+  const std::string mode_before = ParentSetting(mig).substr(0, ParentSetting(mig).find('/'));
+  ASSERT_NE(mode_before, "Default");
+  auto r = state_->Prepare(Claim("uid-a", {mig}, MigTimeSliced("Long")));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(ParentSetting(mig), mode_before + "/Long");
+  EXPECT_EQ(ParentSetting(MigOf(1)[0]), "Default/Default");  // another GPU: untouched
+  auto stored = checkpoint_->Get("uid-a");
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  EXPECT_EQ((*stored)->steps[0], nlohmann::json({{"name", "timeSlicing"},
+                                                 {"state", "applied"},
+                                                 {"undo",
+                                                  {{{"interval", "Long"},
+                                                    {"gpus", {inventory_.Find(mig)->gpu.uuid}},
+                                                    {"migParents", true}}}}}));
+  // The device record of a MIG device carries no timeSliceApplied (the step record does).
+  EXPECT_FALSE((*stored)->prepared_devices[0].contains("timeSliceApplied"));
+
+  ASSERT_TRUE(state_->Unprepare("uid-a").ok());
+  EXPECT_EQ(ParentSetting(mig), mode_before + "/Default");
+}
+
+// Manifests written for the public driver: TimeSlicing without timeSlicingConfig, or interval
+// Default, set nothing (nvidia-smi never runs) and hold nothing.
+TEST_F(MigTimeSlicingTest, NoIntervalOrDefaultChangesNothing) {
+  ForbidNvidiaSmi();
+  ASSERT_TRUE(state_
+                  ->Prepare(Claim("uid-a", {MigOf(0)[0]},
+                                  nlohmann::json::array({MigEntry({{"strategy", "TimeSlicing"}})})))
+                  .ok());
+  auto r = state_->Prepare(Claim("uid-b", {MigOf(0)[1]}, MigTimeSliced("Default")));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto stored = checkpoint_->Get("uid-b");
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  for (const nlohmann::json& step : (*stored)->steps) EXPECT_NE(step["name"], "timeSlicing");
+  EXPECT_TRUE(state_->Unprepare("uid-a").ok());
+  EXPECT_TRUE(state_->Unprepare("uid-b").ok());
+}
+
+TEST_F(MigTimeSlicingTest, NeedsTheGate) {
+  Init("a100-mig-4x");
+  Configure("MPSSupport=true");
+  auto r = state_->Prepare(Claim("uid-a", {MigOf(0)[0]}, MigTimeSliced("Long")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(api::IsPermanentConfigError(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("\"TimeSlicingSettings\" feature gate"));
+  EXPECT_EQ(ParentSetting(MigOf(0)[0]), "Default/Default");
+}
+
+// A second claim on another MIG device of the same parent asking a different interval fails
+// before anything changes, and names both claims, the device, the GPU and both intervals. The
+// same interval, or Default, is fine.
+TEST_F(MigTimeSlicingTest, DifferentIntervalOnTheSameParentIsRefusedAndChangesNothing) {
+  const std::vector<std::string> migs = MigOf(0);
+  const std::string parent = inventory_.Find(migs[0])->gpu.uuid;
+  ASSERT_TRUE(state_->Prepare(Claim("uid-a", {migs[0]}, MigTimeSliced("Long"))).ok());
+  ForbidNvidiaSmi();
+  auto r = state_->Prepare(Claim("uid-b", {migs[1]}, MigTimeSliced("Short")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(api::IsPermanentConfigError(r.status())) << r.status();
+  EXPECT_EQ(std::string(r.status().message()),
+            "sharing.timeSlicingConfig.interval: claim ns/claim-uid-b (uid-b) asks time-slice "
+            "interval Short for MIG device " +
+                migs[1] + " on parent GPU " + parent +
+                ", but prepared claim ns/claim-uid-a (uid-a) holds interval Long on that GPU; the "
+                "time-slice interval is a setting of the physical GPU, shared by all its MIG "
+                "devices: ask for the same interval, for Default, or for a MIG device of another "
+                "GPU");
+  EXPECT_EQ(StateOf("uid-b"), std::nullopt);
+  EXPECT_FALSE(std::filesystem::exists(SpecPath("uid-b")));
+  RestoreNvidiaSmi();
+  EXPECT_EQ(ParentSetting(migs[0]), "Default/Long");
+
+  // Another GPU: its own interval.
+  ASSERT_TRUE(state_->Prepare(Claim("uid-c", {MigOf(1)[0]}, MigTimeSliced("Short"))).ok());
+  EXPECT_EQ(ParentSetting(MigOf(1)[0]), "Default/Short");
+  EXPECT_EQ(ParentSetting(migs[0]), "Default/Long");
+  // The refused claim succeeds once the holder is gone (the kubelet retries).
+  ASSERT_TRUE(state_->Unprepare("uid-a").ok());
+  ASSERT_TRUE(state_->Prepare(Claim("uid-b", {migs[1]}, MigTimeSliced("Short"))).ok());
+  EXPECT_EQ(ParentSetting(migs[1]), "Default/Short");
+}
+
+TEST_F(MigTimeSlicingTest, TwoIntervalsOnOneParentInOneClaimAreRefused) {
+  const std::vector<std::string> migs = MigOf(0);
+  ForbidNvidiaSmi();
+  k8s::ResourceClaim claim = Claim(
+      "uid-a", {migs[0], migs[1]},
+      nlohmann::json::array(
+          {MigEntry({{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "Long"}}}},
+                    {"gpu"}),
+           MigEntry({{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "Medium"}}}},
+                    {"other"})}));
+  claim.status.allocation->devices.results[1].request = "other";
+  auto r = state_->Prepare(claim);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(api::IsPermanentConfigError(r.status())) << r.status();
+  const std::string msg(r.status().message());
+  EXPECT_THAT(msg, HasSubstr("asks time-slice interval Medium for MIG device " + migs[1] +
+                             " and Long for MIG device " + migs[0] + ", both on parent GPU " +
+                             inventory_.Find(migs[0])->gpu.uuid));
+  EXPECT_EQ(StateOf("uid-a"), std::nullopt);
+}
+
+// The parent is reset only after the last claim holding its interval is unprepared, decided from
+// the checkpoint (a restart in between reads the records back).
+TEST_F(MigTimeSlicingTest, ParentIsResetAfterTheLastClaimHoldingItsInterval) {
+  const std::vector<std::string> migs = MigOf(0);
+  ASSERT_TRUE(state_->Prepare(Claim("uid-a", {migs[0]}, MigTimeSliced("Long"))).ok());
+  ASSERT_TRUE(state_->Prepare(Claim("uid-b", {migs[1]}, MigTimeSliced("Long"))).ok());
+  // A claim with no interval on the same parent holds nothing.
+  ASSERT_TRUE(state_
+                  ->Prepare(Claim("uid-c", {migs[2]},
+                                  nlohmann::json::array({MigEntry({{"strategy", "TimeSlicing"}})})))
+                  .ok());
+  Reopen();
+  ASSERT_TRUE(state_->Unprepare("uid-a").ok());
+  EXPECT_EQ(ParentSetting(migs[0]), "Default/Long");  // uid-b still holds Long
+  Reopen();
+  // uid-b's interval is still held: a different one is still refused.
+  auto refused = state_->Prepare(Claim("uid-d", {migs[3]}, MigTimeSliced("Medium")));
+  EXPECT_TRUE(api::IsPermanentConfigError(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("claim ns/claim-uid-b (uid-b)"));
+  ASSERT_TRUE(state_->Unprepare("uid-b").ok());
+  EXPECT_EQ(ParentSetting(migs[0]), "Default/Default");
+  EXPECT_TRUE(state_->Unprepare("uid-c").ok());
+}
+
+// A prepare that set the interval and then failed at a later, non-resumable step (the CDI spec:
+// here the deadline passed while the MPS daemon of its other MIG device started) resets it.
+TEST_F(MigTimeSlicingTest, FailedLaterStepRollsTheIntervalBack) {
+  const std::string ts_mig = MigOf(0)[0], mps_mig = MigOf(1)[0];
+  k8s::ResourceClaim claim = Claim(
+      "uid-a", {ts_mig, mps_mig},
+      nlohmann::json::array(
+          {MigEntry({{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "Long"}}}},
+                    {"gpu"}),
+           MigEntry({{"strategy", "MPS"}}, {"other"})}));
+  claim.status.allocation->devices.results[1].request = "other";
+  const Deadline deadline(clock_.Now() + absl::Seconds(10), "prepare of claim uid-a", &clock_);
+  std::string during;
+  mps_->on_start = [&] {
+    during = ParentSetting(ts_mig);
+    clock_.Advance(absl::Seconds(20));
+  };
+  auto r = state_->Prepare(claim, deadline);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("write the CDI spec: not begun"));
+  EXPECT_EQ(during, "Default/Long");
+  EXPECT_EQ(ParentSetting(ts_mig), "Default/Default");
+  EXPECT_EQ(StateOf("uid-a"), std::nullopt);
+}
+
+// A crash after the interval was set, before the prepare completed: the record (timeSlicing
+// begun) is read back after the restart, and unprepare resets the parent.
+TEST_F(MigTimeSlicingTest, PartialPrepareIsUndoneAfterARestart) {
+  const std::string first = MigOf(0)[0], second = MigOf(1)[0];
+  const std::string real = root_path_ + "/usr/bin/nvidia-smi.real";
+  WrapNvidiaSmi("case \"$*\" in *" + inventory_.Find(second)->gpu.uuid +
+                "*) echo broken >&2; exit 3;; esac\nexec " + real + " \"$@\"");
+  auto r = state_->Prepare(Claim("uid-a", {first, second}, MigTimeSliced("Medium")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(
+      std::string(r.status().message()),
+      HasSubstr("set time-slice Medium on MIG parent GPU " + inventory_.Find(second)->gpu.uuid));
+  EXPECT_EQ(StateOf("uid-a"), checkpoint::ClaimState::kPrepareStarted);
+  EXPECT_EQ(ParentSetting(first), "Default/Medium");
+  RestoreNvidiaSmi();
+  Reopen();
+  ASSERT_TRUE(state_->Unprepare("uid-a").ok());
+  EXPECT_EQ(ParentSetting(first), "Default/Default");
+  EXPECT_EQ(StateOf("uid-a"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace dra::gpu

@@ -53,10 +53,12 @@ class DynamicMigPrepareTest : public DeviceStateTest {
     auto cp = checkpoint::Checkpoint::Open(tmp_.path() + "/plugin", tmp_.path() + "/boot_id", {});
     ASSERT_TRUE(cp.ok()) << cp.status();
     checkpoint_ = std::move(*cp);
-    state_ = std::make_unique<DeviceState>(
-        inventory_, cdi_.get(), checkpoint_.get(),
-        DeviceState::Options{
-            .pool_name = "node1", .gates = gates_.get(), .mps = mps_.get(), .mig = mig_.get()});
+    state_ = std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
+                                           DeviceState::Options{.pool_name = "node1",
+                                                                .gates = gates_.get(),
+                                                                .time_slicing = time_slicing_.get(),
+                                                                .mps = mps_.get(),
+                                                                .mig = mig_.get()});
   }
   // "off", or "on" and each GPU instance of GPU 0 as "<profile id>@<start>/ci<compute instances>".
   std::string MigState() {
@@ -184,6 +186,38 @@ TEST_F(DynamicMigPrepareTest, MpsOnADynamicMigDeviceStartsWithTheCreatedUuid) {
 
   ASSERT_TRUE(state_->Unprepare("uid-1").ok());
   EXPECT_EQ(mps_->calls.back(), "stop " + id);
+  EXPECT_EQ(MigState(), "off");
+}
+
+// TimeSlicingSettings with DynamicMIG: a MigDeviceConfig's interval goes to the parent GPU once
+// migDevices created the device (time_slicing.h), and unprepare resets it before destroying it.
+TEST_F(DynamicMigPrepareTest, MigIntervalIsSetOnTheParentAfterTheDeviceIsCreated) {
+  ASSERT_TRUE(gates_->Set("TimeSlicingSettings=true").ok());
+  ReopenDynamic();
+  const nlohmann::json config = nlohmann::json::array(
+      {{{"source", "FromClaim"},
+        {"requests", nlohmann::json::array()},
+        {"opaque",
+         {{"driver", "gpu.nvidia.com"},
+          {"parameters",
+           {{"apiVersion", "resource.nvidia.com/v1beta1"},
+            {"kind", "MigDeviceConfig"},
+            {"sharing",
+             {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "Long"}}}}}}}}}}});
+  auto prepared = state_->Prepare(Claim("uid-1", {kDevice}, config));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(MigState(), "on 9@4/ci1");
+  EXPECT_EQ(GpuSetting(kDevice), "Default/Long");
+  auto c = checkpoint_->Get("uid-1");
+  ASSERT_TRUE(c.ok() && c->has_value());
+  ASSERT_GE((*c)->steps.size(), 2u);
+  EXPECT_EQ((*c)->steps[0]["name"], "migDevices");
+  EXPECT_EQ((*c)->steps[1]["name"], "timeSlicing");
+  EXPECT_EQ((*c)->steps[1]["undo"][0]["gpus"][0], Uuid(kDevice));
+  EXPECT_EQ((*c)->steps[1]["undo"][0]["migParents"], true);
+
+  ASSERT_TRUE(state_->Unprepare("uid-1").ok());
+  EXPECT_EQ(GpuSetting(kDevice), "Default/Default");
   EXPECT_EQ(MigState(), "off");
 }
 

@@ -8,10 +8,23 @@
 //   nvidia-smi -i <uuid> -c DEFAULT
 //   nvidia-smi compute-policy -i <uuid> --set-timeslice <0 Default | 1 Short | 2 Medium | 3 Long>
 //
-// Reset is the same with interval Default. MIG devices have no time-slice setting (the caller
-// passes full GPUs only). Both operations are idempotent; a failure stops at the failed command
-// and leaves the GPUs before it changed (the caller records the claim as PrepareStarted first, so
-// that the rollback resets them).
+// Reset is the same with interval Default.
+//
+// MIG devices (a MigDeviceConfig with strategy TimeSlicing and a timeSlicingConfig): the
+// time-slice interval is a setting of the physical GPU (`nvidia-smi compute-policy -i <GPU>`); a
+// MIG device has none of its own. So a MIG device's non-Default interval is set on its parent GPU
+// (SetInterval), and so applies to every MIG device of that GPU:
+// - the compute mode is left alone: it is a setting of the whole GPU, and each MIG device is
+//   already its own instance, not shared with other claims' devices;
+// - two prepared claims on MIG devices of one parent must not ask for different non-Default
+//   intervals: the later prepare fails before any change (DeviceState, with
+//   MigParentIntervalsHeld of claim_steps.h); interval Default (or no timeSlicingConfig) asks for
+//   nothing and sets nothing;
+// - unprepare resets the parent to Default only when no other completed claim's record still
+//   holds a non-Default interval on it (claim_steps.cc, ResetTimeSlices).
+// Both operations are idempotent; a failure stops at the failed command and leaves the GPUs
+// before it changed (the caller records the claim as PrepareStarted first, so that the rollback
+// resets them).
 //
 // Thread-safety: const methods, callable from any thread (the device state serializes them).
 
@@ -35,6 +48,10 @@ class TimeSlicing {
                      const Deadline& deadline = Deadline::Infinite()) const;
   // Apply(gpu_uuids, kDefault).
   absl::Status Reset(const std::vector<std::string>& gpu_uuids) const;
+  // The interval alone, without touching the compute mode: for the parent GPUs of MIG devices.
+  absl::Status SetInterval(const std::vector<std::string>& gpu_uuids,
+                           api::TimeSliceInterval interval,
+                           const Deadline& deadline = Deadline::Infinite()) const;
 
  private:
   const NvidiaSmi* const smi_;

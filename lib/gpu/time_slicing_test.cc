@@ -94,5 +94,24 @@ TEST_F(TimeSlicingTest, FailureNamesTheGpuAndStopsThere) {
   EXPECT_EQ(Settings(uuids_[4]).second, "Default");
 }
 
+// For the parents of MIG devices: the interval alone; the compute mode stays what it was.
+TEST_F(TimeSlicingTest, SetIntervalLeavesTheComputeModeAlone) {
+  TimeSlicing ts(smi_.get());
+  ASSERT_TRUE(smi_->Run({"-i", uuids_[1], "-c", "EXCLUSIVE_PROCESS"}).ok());
+  const std::string mode = Settings(uuids_[1]).first;
+  ASSERT_NE(mode, "Default");
+  ASSERT_TRUE(ts.SetInterval({uuids_[1]}, api::TimeSliceInterval::kShort).ok());
+  EXPECT_EQ(Settings(uuids_[1]), std::make_pair(mode, std::string("Short")));
+  ASSERT_TRUE(ts.SetInterval({uuids_[1]}, api::TimeSliceInterval::kDefault).ok());
+  EXPECT_EQ(Settings(uuids_[1]), std::make_pair(mode, std::string("Default")));
+  // A failure names the GPU.
+  absl::Status s =
+      ts.SetInterval({"GPU-00000000-0000-0000-0000-000000000000"}, api::TimeSliceInterval::kLong);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("set time-slice Long on MIG parent GPU GPU-00000000-0000-0000-0000-"
+                        "000000000000"));
+}
+
 }  // namespace
 }  // namespace dra::gpu
