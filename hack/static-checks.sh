@@ -11,7 +11,7 @@
 #   3. the docs lint (hack/docs-lint.sh): every repository path and C++ name that README.md and
 #      docs/*.md mention exists;
 #   4. docs/reference.md is what hack/gen-reference.sh generates from the check build's binaries
-#      and the chart (and every variable the chart sets is read by a flag);
+#      (flags, gates, metrics) and the chart (and every variable the chart sets is read by a flag);
 #   5. shellcheck (or $DRA_SHELLCHECK) on every shell script in the repository (the tracked *.sh,
 #      *.bash and *.bats files and those with a shell #! line), with the settings of .shellcheckrc,
 #      every finding an error;

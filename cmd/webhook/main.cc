@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
                    "gates:\n",
                    gates.KnownGatesHelp()));
   flags.SetVersion(DRA_VERSION);
+  flags.SetMetricsReference(dra::webhook::MetricsMarkdown);
   flags.ParseOrExit(argc, argv);
   flags.LogStartupConfig(&gates);
 

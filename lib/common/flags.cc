@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -237,6 +238,10 @@ Flags::FlagRef Flags::AddFeatureGatesFlag(FeatureGates* gates) {
 }
 
 void Flags::SetVersion(absl::string_view version) { version_ = std::string(version); }
+
+void Flags::SetMetricsReference(std::function<std::string()> markdown) {
+  metrics_reference_ = std::move(markdown);
+}
 
 void Flags::AddCommand(absl::string_view name, absl::string_view description) {
   commands_.emplace_back(name, description);

@@ -120,6 +120,10 @@ class Flags {
   FlagRef AddFeatureGatesFlag(FeatureGates* gates);
   // Enables "--version", which prints "<program> <version>".
   void SetVersion(absl::string_view version);
+  // Enables the unlisted "--help-metrics-markdown", which prints `markdown()`: every metric family
+  // the binary serves, as metrics::DescribeMarkdown rows, for docs/reference.md
+  // (hack/gen-reference.sh). Without it the option is an unknown flag.
+  void SetMetricsReference(std::function<std::string()> markdown);
   // Declares a command ("run"); when any is declared, exactly one must be given.
   void AddCommand(absl::string_view name, absl::string_view description);
 
@@ -173,6 +177,7 @@ class Flags {
   std::string program_;
   std::string description_;
   std::string version_;
+  std::function<std::string()> metrics_reference_;
   std::vector<std::unique_ptr<Flag>> flags_;
   std::vector<std::pair<std::string, std::string>> commands_;
   std::string command_;

@@ -82,6 +82,10 @@ bool Flags::HandleHelpOrVersion(int argc, const char* const* argv) const {
       *out_ << MarkdownReference();
       return true;
     }
+    if (name == "help-metrics-markdown" && metrics_reference_) {
+      *out_ << metrics_reference_();
+      return true;
+    }
     if (name == "version" && !version_.empty()) {
       *out_ << program_ << " " << version_ << "\n";
       return true;

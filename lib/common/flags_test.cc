@@ -419,6 +419,15 @@ TEST_F(FlagsTest, MarkdownReference) {
   EXPECT_THAT(md, Not(HasSubstr("secret")));
 }
 
+TEST_F(FlagsTest, HelpMetricsMarkdownPrintsTheMetricsReferenceWhenSet) {
+  EXPECT_THAT(ParseError({"--help-metrics-markdown"}), HasSubstr("unknown flag"));
+  flags_.SetMetricsReference([] { return std::string("| `m_total` | counter | - | M. |\n"); });
+  absl::StatusOr<Flags::ParseResult> r = Parse({"--help-metrics-markdown", "--kube-api-qps=bad"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, Flags::ParseResult::kExitSuccess);
+  EXPECT_EQ(out_.str(), "| `m_total` | counter | - | M. |\n");
+}
+
 TEST_F(FlagsTest, Version) {
   ParseOk({});  // no --version flag without SetVersion
   EXPECT_THAT(ParseError({"--version"}), HasSubstr("unknown flag --version"));

@@ -566,6 +566,27 @@ TEST_F(HttpsServerTest, RunWebhookRefusesABudgetBelowOneLargestRequest) {
             "65536 of header, 3145728 of body), which could never be read");
 }
 
+// The generated metrics reference (MetricsMarkdown, docs/reference.md) lists exactly the families
+// the running webhook registers.
+TEST_F(HttpsServerTest, MetricsMarkdownIsWhatStartWebhookRegisters) {
+  WebhookConfig config;
+  config.tls_cert_file = cert_file_;
+  config.tls_private_key_file = key_file_;
+  config.bind_address = "127.0.0.1";
+  config.port = 0;
+  config.http_endpoint = "127.0.0.1:0";
+  config.gates = &gates_;
+  absl::StatusOr<WebhookServers> s = StartWebhook(config);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::string live = metrics::DescribeMarkdown(*s->registry);
+  s->server->Stop();
+  s->metrics_server->Stop();
+  EXPECT_THAT(live, HasSubstr("| `nvidia_dra_webhook_admission_reviews_total` | counter | "
+                              "`result` |"));
+  EXPECT_THAT(live, HasSubstr("| `nvidia_dra_http_endpoint_connections_open` | gauge | - |"));
+  EXPECT_EQ(MetricsMarkdown(), live);
+}
+
 TEST(ServingCertificateTest, LoadErrorsNameTheFile) {
   auto missing = ServingCertificate::Load({"/nonexistent/tls.crt", "/nonexistent/tls.key"});
   ASSERT_FALSE(missing.ok());

@@ -8,8 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/httpserver/connection_metrics.h"
 #include "lib/httpserver/endpoint_server.h"
 #include "lib/httpserver/metrics_endpoint.h"
+#include "lib/httpserver/request_budget.h"
 
 namespace dra::webhook {
 
@@ -83,7 +85,7 @@ HttpsHandler MakeWebhookHandler(const FeatureGates* gates, WebhookMetrics* metri
   };
 }
 
-absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
+absl::StatusOr<WebhookServers> StartWebhook(const WebhookConfig& config) {
   if (config.tls_cert_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert-file is required");
   }
@@ -109,31 +111,56 @@ absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
     return Annotate(certs.status(), "--tls-cert-file/--tls-private-key-file");
   }
 
-  metrics::Registry registry;
-  WebhookMetrics metrics(&registry);
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<httpserver::EndpointServer> metrics_server,
-      httpserver::StartMetricsEndpoint(config.http_endpoint, config.metrics_path, &registry));
+  WebhookServers s;
+  s.certs = *std::move(certs);
+  s.registry = std::make_unique<metrics::Registry>();
+  s.metrics = std::make_unique<WebhookMetrics>(s.registry.get());
+  ASSIGN_OR_RETURN(s.metrics_server,
+                   httpserver::StartMetricsEndpoint(config.http_endpoint, config.metrics_path,
+                                                    s.registry.get()));
 
   options.address = absl::StrCat(config.bind_address.find(':') != std::string::npos
                                      ? absl::StrCat("[", config.bind_address, "]")
                                      : config.bind_address,
                                  ":", config.port);
-  options.registry = &registry;  // nvidia_dra_webhook_connections_*, _request_buffer_*
+  options.registry = s.registry.get();  // nvidia_dra_webhook_connections_*, _request_buffer_*
   options.max_buffered_request_bytes = static_cast<size_t>(config.max_buffered_request_bytes);
   absl::StatusOr<std::unique_ptr<HttpsServer>> server =
-      StartHttpsServer(options, certs->get(), MakeWebhookHandler(config.gates, &metrics));
-  if (!server.ok()) return Annotate(server.status(), "--port");
-  DRA_INFO("webhook serving", "address", options.address, "port", (*server)->port(), "path",
+      StartHttpsServer(options, s.certs.get(), MakeWebhookHandler(config.gates, s.metrics.get()));
+  if (!server.ok()) {
+    if (s.metrics_server) s.metrics_server->Stop();
+    return Annotate(server.status(), "--port");
+  }
+  s.server = *std::move(server);
+  DRA_INFO("webhook serving", "address", options.address, "port", s.server->port(), "path",
            kValidatePath);
+  return s;
+}
 
+absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals) {
+  ASSIGN_OR_RETURN(WebhookServers s, StartWebhook(config));
   signals->OnShutdown([&](int signal) {
     DRA_INFO("shutting down", "signal", signal);
-    (*server)->Stop();
-    if (metrics_server) metrics_server->Stop();
+    s.server->Stop();
+    if (s.metrics_server) s.metrics_server->Stop();
   });
   signals->WaitForShutdown();
   return absl::OkStatus();
+}
+
+std::string MetricsMarkdown() {
+  metrics::Registry registry;
+  WebhookMetrics webhook(&registry);
+  // What httpserver::Server registers under its options' metrics_prefix: connection metrics, and
+  // budget metrics when it has a request budget (the HTTPS server does, the metrics endpoint does
+  // not). MetricsMarkdownIsWhatStartWebhookRegisters fails when this differs from a started
+  // webhook.
+  const std::string https_prefix = HttpsServerOptions().metrics_prefix;
+  httpserver::ConnectionMetrics https_connections(&registry, https_prefix);
+  httpserver::RequestBudget https_budget(kMaxBufferedRequestBytes, &registry, https_prefix);
+  httpserver::ConnectionMetrics endpoint_connections(
+      &registry, httpserver::EndpointServerOptions().metrics_prefix);
+  return metrics::DescribeMarkdown(registry);
 }
 
 }  // namespace dra::webhook

@@ -8,12 +8,15 @@
 // the gates and metrics it uses are thread-safe. RunWebhook runs on main.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "lib/common/feature_gates.h"
 #include "lib/common/signals.h"
+#include "lib/httpserver/endpoint_server.h"
 #include "lib/metrics/metrics.h"
 #include "lib/webhook/admission.h"
 #include "lib/webhook/https_server.h"
@@ -52,8 +55,26 @@ struct WebhookConfig {
   const FeatureGates* gates = nullptr;
 };
 
-// Checks the config (errors name the flag), serves until a shutdown signal, then stops
-// gracefully.
+// The servers RunWebhook runs and the registry their metrics are in (members destroyed in
+// reverse order: the servers before what they use).
+struct WebhookServers {
+  std::unique_ptr<metrics::Registry> registry;
+  std::unique_ptr<WebhookMetrics> metrics;
+  std::unique_ptr<httpserver::EndpointServer> metrics_server;  // null without --http-endpoint
+  std::unique_ptr<ServingCertificate> certs;
+  std::unique_ptr<HttpsServer> server;
+};
+
+// Checks the config (errors name the flag) and starts serving.
+absl::StatusOr<WebhookServers> StartWebhook(const WebhookConfig& config);
+
+// StartWebhook, then serves until a shutdown signal, then stops gracefully.
 absl::Status RunWebhook(const WebhookConfig& config, SignalHandler* signals);
+
+// Every metric family the webhook serves with --http-endpoint set (its own, the HTTPS server's
+// and the metrics endpoint's), registered in a fresh registry without starting anything, as
+// metrics::DescribeMarkdown rows: what the unlisted --help-metrics-markdown prints for
+// docs/reference.md. https_server_test checks it against what StartWebhook registers.
+std::string MetricsMarkdown();
 
 }  // namespace dra::webhook
