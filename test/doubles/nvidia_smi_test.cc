@@ -144,6 +144,25 @@ TEST_F(NvidiaSmiTest, ComputeModeAndTimesliceArePersisted) {
   EXPECT_THAT(reset, ContainsRegex("Compute Timeslice +: Default"));
 }
 
+// The product sets a MIG device's time-slice interval on its parent GPU (lib/gpu/time_slicing.h):
+// the fake takes compute-policy on a MIG-enabled GPU by the GPU's UUID, and, as for any id it does
+// not know as a GPU, refuses a MIG device's UUID ("No devices were found", exit 6).
+TEST_F(NvidiaSmiTest, TimesliceOnAMigEnabledGpuIsTheGpusSetting) {
+  Make("a100-mig-4x");
+  const std::string listing = Smi({"-L"}).output;
+  std::smatch gpu, mig;
+  ASSERT_TRUE(std::regex_search(listing, gpu, std::regex("GPU-[0-9a-f-]{36}"))) << listing;
+  ASSERT_TRUE(std::regex_search(listing, mig, std::regex("MIG-[0-9a-f-]{36}"))) << listing;
+  const auto set = Smi({"compute-policy", "-i", gpu.str(), "--set-timeslice", "3"});
+  ASSERT_EQ(set.exit_code, 0) << set.output;
+  EXPECT_THAT(Smi({"-q", "-i", gpu.str()}).output, ContainsRegex("Compute Timeslice +: Long"));
+  EXPECT_THAT(Smi({"compute-policy", "-l"}).output, HasSubstr("GPU 0  Timeslice  Long"));
+  const auto by_mig = Smi({"compute-policy", "-i", mig.str(), "--set-timeslice", "1"});
+  EXPECT_EQ(by_mig.exit_code, 6) << by_mig.output;
+  EXPECT_THAT(by_mig.output, HasSubstr("No devices were found"));
+  EXPECT_THAT(Smi({"-q", "-i", gpu.str()}).output, ContainsRegex("Compute Timeslice +: Long"));
+}
+
 TEST_F(NvidiaSmiTest, PersistenceMode) {
   Make("t4-2x");
   EXPECT_THAT(Smi({"-q", "-i", "1"}).output, ContainsRegex("Persistence Mode +: Disabled"));
