@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
                    "compute-domain-controller cleanup --help`: the uninstall step.");
   dra::cdcontroller::AddControllerFlags(flags, &options, &gates);
   flags.SetVersion(DRA_VERSION);
+  flags.SetMetricsReference(dra::cdcontroller::MetricsMarkdown);
   flags.ParseOrExit(argc, argv);
   flags.LogStartupConfig(&gates);
   // SIGUSR2 dumps every thread's stack, as the Go controller does for its goroutines.

@@ -14,6 +14,7 @@
 #include "lib/cdcontroller/controller_internal.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/httpserver/connection_metrics.h"
 #include "lib/httpserver/endpoint_server.h"
 #include "lib/httpserver/metrics_endpoint.h"
 #include "lib/k8s/client.h"
@@ -36,6 +37,31 @@ std::string GatesText(const FeatureGates& gates) {
 
 }  // namespace
 
+absl::StatusOr<ControllerProcess> CreateControllerProcess(const ControllerConfig& config,
+                                                          const std::string& http_endpoint,
+                                                          const std::string& metrics_path,
+                                                          k8s::Client* client) {
+  ControllerProcess p;
+  p.registry = std::make_unique<metrics::Registry>();
+  p.undecodable = std::make_unique<k8s::UndecodableObjectsMetric>(p.registry.get());
+  ASSIGN_OR_RETURN(p.metrics_server,
+                   httpserver::StartMetricsEndpoint(http_endpoint, metrics_path, p.registry.get()));
+  ASSIGN_OR_RETURN(p.controller, Controller::Create(client, config, p.registry.get()));
+  return p;
+}
+
+std::string MetricsMarkdown() {
+  metrics::Registry registry;
+  k8s::UndecodableObjectsMetric undecodable(&registry);
+  // What the metrics endpoint's server registers (connection metrics; it has no request budget).
+  httpserver::ConnectionMetrics endpoint(&registry,
+                                         httpserver::EndpointServerOptions().metrics_prefix);
+  absl::StatusOr<std::unique_ptr<Controller>> controller =
+      Controller::Create(/*client=*/nullptr, ControllerConfig{}, &registry);
+  if (!controller.ok()) return "";
+  return metrics::DescribeMarkdown(registry);
+}
+
 absl::Status RunController(ProcessOptions o, const FeatureGates& gates, SignalHandler* signals) {
   ControllerConfig& c = o.controller;
   RETURN_IF_ERROR(ValidateConfig(c, gates.Enabled(api::gate::kHostManagedIMEXDaemon)));
@@ -50,13 +76,9 @@ absl::Status RunController(ProcessOptions o, const FeatureGates& gates, SignalHa
       std::unique_ptr<k8s::Client> client,
       k8s::Client::Create(rest, internal::ClientOptionsFor(o.kube_api_qps, o.kube_api_burst)));
 
-  metrics::Registry registry;
-  k8s::UndecodableObjectsMetric undecodable(&registry);  // goes before the registry
-  ASSIGN_OR_RETURN(std::unique_ptr<httpserver::EndpointServer> http,
-                   httpserver::StartMetricsEndpoint(o.http_endpoint, o.metrics_path, &registry));
-
-  ASSIGN_OR_RETURN(std::unique_ptr<Controller> controller,
-                   Controller::Create(client.get(), c, &registry));
+  ASSIGN_OR_RETURN(ControllerProcess process,
+                   CreateControllerProcess(c, o.http_endpoint, o.metrics_path, client.get()));
+  Controller* controller = process.controller.get();
 
   if (!o.leader_election_enabled) {
     RETURN_IF_ERROR(controller->Start());

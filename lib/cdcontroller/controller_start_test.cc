@@ -9,11 +9,13 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/cdcontroller/app.h"
 #include "lib/cdcontroller/controller.h"
 #include "lib/common/log.h"
 #include "lib/common/log_capture.h"
 #include "lib/k8s/client.h"
 #include "lib/k8s/wire_decode.h"
+#include "lib/metrics/metrics.h"
 #include "test/support/canned_http_server.h"
 
 namespace dra::cdcontroller {
@@ -102,6 +104,30 @@ TEST(ControllerStartTest, SyncsAndWorksWithAnUnreadableClaimTemplateAmongNormalO
                           }),
             1);
   EXPECT_GE(k8s::UndecodableCount("resourceclaimtemplates.resource.k8s.io"), 1);
+}
+
+// The generated metrics reference (MetricsMarkdown, docs/reference.md) lists exactly the families
+// the controller process registers.
+TEST(ControllerStartTest, MetricsMarkdownIsWhatTheProcessRegisters) {
+  CannedHttpServer server([](const std::string&) -> CannedHttpServer::Reply {
+    return {200, Page({}), ""};
+  });
+  k8s::RestConfig rest;
+  rest.server = server.url();
+  auto client = k8s::Client::Create(rest);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::string live;
+  {
+    absl::StatusOr<ControllerProcess> p =
+        CreateControllerProcess(ControllerConfig{}, "127.0.0.1:0", "/metrics", client->get());
+    ASSERT_TRUE(p.ok()) << p.status();
+    live = metrics::DescribeMarkdown(*p->registry);
+  }
+  EXPECT_THAT(live, ::testing::HasSubstr(
+                        "| `nvidia_dra_compute_domain_info` | gauge | `status` | Number of "));
+  EXPECT_THAT(live, ::testing::HasSubstr("| `nvidia_dra_undecodable_objects_total` | counter | "));
+  EXPECT_THAT(live, ::testing::HasSubstr("| `nvidia_dra_http_endpoint_connections_open` |"));
+  EXPECT_EQ(MetricsMarkdown(), live);
 }
 
 }  // namespace
