@@ -49,6 +49,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -298,6 +299,31 @@ double ProcessCpuMs(pid_t pid) {
   return (utime + stime) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// CPU of the plugin's live threads by thread name (/proc/<pid>/task/*/{comm,stat}), in ms;
+// threads that have ended are not counted.
+std::map<std::string, double> ThreadCpuMs(pid_t pid) {
+  std::map<std::string, double> out;
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream comm_in(entry.path() / "comm");
+    std::string comm;
+    std::getline(comm_in, comm);
+    std::ifstream in(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::vector<std::string> fields = absl::StrSplit(text.substr(paren + 2), ' ');
+    double utime = 0, stime = 0;
+    if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) ||
+        !absl::SimpleAtod(fields[12], &stime)) {
+      continue;
+    }
+    out[comm] += (utime + stime) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return out;
+}
+
 // CPU spent by client and plugin over a run of calls.
 struct CpuUse {
   double client_ms = 0, plugin_ms = 0;
@@ -430,6 +456,7 @@ Sequential RunFull(const std::string& plugin, const std::vector<std::string>& pl
   for (const auto& v : cprep) all_cprep.insert(all_cprep.end(), v.begin(), v.end());
   for (const auto& v : cunprep) all_cunprep.insert(all_cunprep.end(), v.begin(), v.end());
 
+  const std::map<std::string, double> thread_cpu = ThreadCpuMs(node.pid());
   const long rss = StatusKiB(node.pid(), "VmHWM:");
   const long mock_rss = MappedRssKiB(node.pid(), "libnvidia-ml");
   const auto cgroup_memory = node.PluginCgroupMemory();
@@ -473,6 +500,9 @@ Sequential RunFull(const std::string& plugin, const std::vector<std::string>& pl
                 "CPU per claim (prepare+unprepare)", seq.cpu.client_ms / claims,
                 seq.cpu.plugin_ms / claims);
   }
+  std::printf("  %-34s", "plugin CPU by thread name (ms)");
+  for (const auto& [name, ms] : thread_cpu) std::printf(" %s %.0f;", name.c_str(), ms);
+  std::printf(" (whole run, live threads)\n");
   if (empty_calls > 0) {
     std::printf("  %-34s %8.3f ms p50, %.3f ms p99; CPU per call %.3f ms client, %.3f ms plugin\n",
                 "empty call (0 claims: transport)", Percentile(empty.ms, 0.5),

@@ -1,5 +1,6 @@
 #include "lib/gpu/device_status_queue.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -102,6 +103,7 @@ absl::Time DeviceStatusQueue::StartAt(const Desired& d) const {
 }
 
 void DeviceStatusQueue::Worker() {
+  pthread_setname_np(pthread_self(), "status-writer");  // its CPU shows in top -H and the bench
   if (options_.worker_nice != 0) {
     // Linux: PRIO_PROCESS with a thread id sets that thread's nice value alone.
     const auto tid = static_cast<id_t>(syscall(SYS_gettid));
