@@ -88,10 +88,11 @@ constexpr double kStartToSlicesMs = 100;
 // --all-features: the gates that need no hardware the mock node lacks (PassthroughSupport needs
 // an IOMMU and the host root, DeviceMetadata needs PassthroughSupport, FabricManagerPartitioning
 // an NVLink fabric), with MPS's image name, and the claim cache.
-const char* const kAllFeatureArgs[] = {
+constexpr const char* kAllFeatureGates =
     "--feature-gates=TimeSlicingSettings=true,MPSSupport=true,ConsumableShares=true,"
-    "DRAListTypeAttributes=true,NVMLDeviceHealthCheck=true,DynamicMIG=true",
-    "--image-name=prepare-bench.invalid/mps:unused", "--claim-informer=true"};
+    "DRAListTypeAttributes=true,NVMLDeviceHealthCheck=true,DynamicMIG=true";
+const char* const kAllFeatureArgs[] = {
+    kAllFeatureGates, "--image-name=prepare-bench.invalid/mps:unused", "--claim-informer=true"};
 
 constexpr const char* kHelp =
     R"(prepare_bench: NodePrepareResources / NodeUnprepareResources latency of gpu-kubelet-plugin
