@@ -217,10 +217,14 @@ The Prometheus metric families a binary serves on its `--http-endpoint` (path `-
 printed by its unlisted `--help-metrics-markdown`, which registers them in an empty registry
 without starting anything (a unit test starts the binary's servers and compares). A family with
 labels has one series per label values seen; a histogram adds `_bucket`, `_sum` and `_count`.
-Only the webhook and the compute-domain-controller print their metrics so far; the kubelet
-plugins' are described in docs/compatibility.md and docs/compute-domains.md.
+The gpu-kubelet-plugin does not print its metrics yet (docs/compatibility.md describes them); the
+compute-domain-daemon serves none.
 
 EOF
+  echo "### compute-domain-kubelet-plugin metrics"
+  echo
+  metrics_table "$(bin compute-domain-kubelet-plugin)"
+  echo
   echo "### compute-domain-controller metrics"
   echo
   metrics_table "$(bin compute-domain-controller)"

@@ -8,6 +8,7 @@
 #include "lib/common/flags.h"
 #include "lib/common/signals.h"
 #include "lib/kubeletplugin/plugin_host.h"
+#include "lib/metrics/metrics.h"
 
 namespace {
 constexpr char kName[] = "compute-domain-kubelet-plugin";
@@ -72,5 +73,12 @@ int main(int argc, char** argv) {
                              "(IMEX_CMD_UNIX_DOMAIN_PATH), queried under the dev root with "
                              "nvidia-imex-ctl -q --u=<socket> (imex-mode hostManaged only).");
            },
-       .run = [&c](dra::SignalHandler* signals) { return dra::cdplugin::RunPlugin(c, signals); }});
+       .run = [&c](dra::SignalHandler* signals) { return dra::cdplugin::RunPlugin(c, signals); },
+       // The host's families are all of this plugin's: lib/cdplugin registers none of its own.
+       .metrics_markdown =
+           [] {
+             dra::metrics::Registry registry;
+             dra::kubeletplugin::PluginHost::DescribeMetrics(&registry);
+             return dra::metrics::DescribeMarkdown(registry);
+           }});
 }

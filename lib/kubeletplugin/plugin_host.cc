@@ -9,9 +9,19 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/atomic_file.h"
 #include "lib/common/stack_dump.h"
+#include "lib/httpserver/connection_metrics.h"
+#include "lib/httpserver/endpoint_server.h"
 #include "lib/httpserver/metrics_endpoint.h"
 
 namespace dra::kubeletplugin {
+namespace {
+
+metrics::Family<metrics::Counter>* AddCorruptionsCounter(metrics::Registry* registry) {
+  return registry->AddCounter("nvidia_dra_checkpoint_corruptions_total",
+                              "Corrupt checkpoints moved aside and replaced.", {});
+}
+
+}  // namespace
 
 PluginHost::PluginHost(const PluginHostConfig& config, Options options, SignalHandler* signals)
     : config_(config), options_(std::move(options)), signals_(signals) {}
@@ -64,10 +74,18 @@ absl::Status PluginHost::ConnectToApiServer() {
   }
   driver_metrics_ =
       std::make_unique<DriverMetrics>(&registry_, options_.driver_name, config_.node_name);
-  corruptions_ = registry_.AddCounter("nvidia_dra_checkpoint_corruptions_total",
-                                      "Corrupt checkpoints moved aside and replaced.", {});
+  corruptions_ = AddCorruptionsCounter(&registry_);
   undecodable_ = std::make_unique<k8s::UndecodableObjectsMetric>(&registry_);
   return absl::OkStatus();
+}
+
+void PluginHost::DescribeMetrics(metrics::Registry* registry) {
+  DriverMetrics driver(registry, /*driver=*/"", /*node=*/"");
+  AddCorruptionsCounter(registry);
+  k8s::UndecodableObjectsMetric undecodable(registry);
+  // What the metrics endpoint's server registers (connection metrics; it has no request budget).
+  httpserver::ConnectionMetrics endpoint(registry,
+                                         httpserver::EndpointServerOptions().metrics_prefix);
 }
 
 void PluginHost::PostNodeEvent(const std::string& type, const std::string& reason,

@@ -148,6 +148,9 @@ struct PluginMainSpec {
   std::function<void(Flags& flags)> add_flags;  // the binary's own flags
   // Starts the plugin and runs it until `signals` reports shutdown (RunUntilShutdown).
   std::function<absl::Status(SignalHandler* signals)> run;
+  // What the unlisted --help-metrics-markdown prints (Flags::SetMetricsReference); unset: no such
+  // option.
+  std::function<std::string()> metrics_markdown;
 };
 // `config` is the binary's configuration (its gates field is set here); it must outlive the call.
 int RunPluginMain(int argc, char** argv, PluginHostConfig* config, const PluginMainSpec& spec);
@@ -206,6 +209,11 @@ class PluginHost {
   absl::StatusOr<PluginServer*> ServeKubelet(DraDriver* driver,  // 6
                                              PluginServerOptions options);
   absl::Status ServeHttpAndHealthPort();  // 7
+  // Registers in `registry`, without starting anything, every metric family of a host that ran
+  // ConnectToApiServer and ServeHttpAndHealthPort (DriverMetrics, the checkpoint-corruption and
+  // undecodable-object counters, the metrics endpoint's connection metrics): the start of a
+  // plugin's --help-metrics-markdown. PluginHostTest checks it against such a host.
+  static void DescribeMetrics(metrics::Registry* registry);
   // 8: `pass` runs on the cleanup thread, once at once and then after each wait.
   void StartCleanup(std::function<void()> pass);
 

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "lib/common/flags.h"
 #include "lib/kubeletplugin/test_util.h"
+#include "lib/metrics/metrics.h"
 
 namespace dra::kubeletplugin {
 namespace {
@@ -177,6 +178,24 @@ TEST_F(PluginHostTest, StopRunsTheHooksInOrderAfterTheCleanupThreadEnded) {
   absl::MutexLock lock(&mu);
   EXPECT_THAT(events,
               ElementsAre("pass", "before_server_stop", "after_server_stop", "after_cleanup_stop"));
+}
+
+// DescribeMetrics (the plugins' --help-metrics-markdown) registers exactly the families of a host
+// that connected and serves its metrics endpoint.
+TEST_F(PluginHostTest, DescribeMetricsIsWhatAConnectedServingHostRegisters) {
+  config_.http_endpoint = "127.0.0.1:0";
+  std::unique_ptr<PluginHost> host = NewHost();
+  ASSERT_TRUE(host->MakeDirectories().ok());
+  ASSERT_TRUE(host->ConnectToApiServer().ok());
+  ASSERT_TRUE(host->ServeHttpAndHealthPort().ok());
+  const std::string live = metrics::DescribeMarkdown(*host->registry());
+  host.reset();
+  EXPECT_THAT(live, HasSubstr("| `nvidia_dra_checkpoint_corruptions_total` | counter | - |"));
+  EXPECT_THAT(live, HasSubstr("| `nvidia_dra_requests_total` | counter | `driver`, `operation` |"));
+  EXPECT_THAT(live, HasSubstr("| `nvidia_dra_http_endpoint_connections_open` | gauge | - |"));
+  metrics::Registry described;
+  PluginHost::DescribeMetrics(&described);
+  EXPECT_EQ(metrics::DescribeMarkdown(described), live);
 }
 
 // One definition of each shared flag: the binary's help texts where they differ, the same names,

@@ -34,6 +34,7 @@ int RunPluginMain(int argc, char** argv, PluginHostConfig* config, const PluginM
   flags.AddLoggingFlags();
   flags.AddFeatureGatesFlag(&gates);
   flags.SetVersion(spec.version);
+  if (spec.metrics_markdown) flags.SetMetricsReference(spec.metrics_markdown);
   flags.ParseOrExit(argc, argv);
   flags.LogStartupConfig(&gates);
 
