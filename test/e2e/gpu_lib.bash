@@ -137,6 +137,18 @@ assert_gpus() {
   return 1
 }
 
+# pod_events_with <pod> <text> [seconds]: waits (60 s unless given) until a message of one of the
+# pod's events contains <text>, then prints the messages of all its events; fails printing them.
+pod_events_with() {
+  local pod=$1 want=$2 deadline=$((SECONDS + ${3:-60})) events=""
+  until [[ $events == *"$want"* ]]; do
+    ((SECONDS < deadline)) || { echo "events of $pod: '$events'" >&2; return 1; }
+    sleep 0.5
+    events=$(k get events --field-selector involvedObject.name="$pod" -o jsonpath='{.items[*].message}')
+  done
+  echo "$events"
+}
+
 # Waits until the pod's log has its `nvidia-smi -L` output (Running means started, not printed).
 wait_log() {
   local deadline=$((SECONDS + 30))

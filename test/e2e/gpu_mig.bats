@@ -93,12 +93,8 @@ mig_ts_config() {
   # A sibling MIG device of the same GPU asking Short: refused, with the reason in the events.
   claim mig-short mig.nvidia.com "$sel" "$(mig_ts_config Short)"
   pod pod2 "$MIG_NODE" "mig=claim:mig-short"
-  local deadline=$((SECONDS + 60)) events=""
-  until [[ $events == *"holds interval Long on that GPU"* ]]; do
-    ((SECONDS < deadline)) || { echo "events of pod2: '$events'"; false; }
-    sleep 0.5
-    events=$(k get events --field-selector involvedObject.name=pod2 -o jsonpath='{.items[*].message}')
-  done
+  local events
+  events=$(pod_events_with pod2 "holds interval Long on that GPU")
   echo "# pod2: $(grep -o 'claim [^ ]* ([^)]*) asks time-slice interval Short[^;]*' <<<"$events" | head -n1)" >&3
   [ "$(k get pod pod2 -o jsonpath='{.status.phase}')" = Pending ]
   [ "$(k get pod pod1 -o jsonpath='{.status.phase}')" = Running ]

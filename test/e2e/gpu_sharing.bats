@@ -93,12 +93,8 @@ sharing_claim() { claim "$1" "" "${3:-}" "$(ts_config "$2")"; }
 
   sharing_claim bad-interval Forever
   pod pod2 "$GPU_NODE" "gpu=claim:bad-interval"
-  local deadline=$((SECONDS + 60)) events=""
-  until [[ $events == *"unknown time-slice interval"* ]]; do
-    ((SECONDS < deadline)) || { echo "events of pod2: '$events'"; false; }
-    sleep 0.5
-    events=$(k get events --field-selector involvedObject.name=pod2 -o jsonpath='{.items[*].message}')
-  done
+  local events
+  events=$(pod_events_with pod2 "unknown time-slice interval")
   echo "# pod2: $(grep -o 'unknown time-slice interval[^"]*' <<<"$events" | head -n1)" >&3
   [ "$(k get pod pod2 -o jsonpath='{.status.phase}')" = Pending ]
 }
@@ -155,12 +151,8 @@ sharing_claim() { claim "$1" "" "${3:-}" "$(ts_config "$2")"; }
 
   # share-c is allocated the same GPU too, but its prepare is refused.
   pod pc "$GPU_NODE" "gpu=claim:share-c"
-  local deadline=$((SECONDS + 60)) events="" cuid
-  until [[ $events == *"conflicting configuration with already prepared claim"* ]]; do
-    ((SECONDS < deadline)) || { echo "events of pc: '$events'"; false; }
-    sleep 0.5
-    events=$(k get events --field-selector involvedObject.name=pc -o jsonpath='{.items[*].message}')
-  done
+  local events cuid
+  events=$(pod_events_with pc "conflicting configuration with already prepared claim")
   echo "# pc: $(grep -o 'requested device [^"]*claim [0-9a-f-]*' <<<"$events" | head -n1)" >&3
   [[ $events == *"requested device $gpu has conflicting configuration with already prepared claim"* ]]
   [ "$(allocated share-c)" = "$GPU_NODE/$gpu" ]
