@@ -98,7 +98,10 @@ absl::Status DeviceStatusQueue::Enqueue(
 }
 
 absl::Time DeviceStatusQueue::StartAt(const Desired& d) const {
-  if (d.attempts > 0 || closed_) return d.due;
+  // Removals start at once: a pod's end should clear its entries before the claim is deallocated
+  // (whose status.devices would then be cleared by another writer), and a removal that replaced a
+  // waiting write costs one GET.
+  if (!d.entries || d.attempts > 0 || closed_) return d.due;
   return std::max(d.due, std::min(last_call_ + options_.quiet, d.since + options_.max_delay));
 }
 

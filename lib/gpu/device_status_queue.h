@@ -16,16 +16,16 @@
 //   reach the API server: a reader of the claim sees them some time after NodePrepareResources
 //   returned (after the quiet period below, 50 ms to 1 s by default; with the API server slow or
 //   down, after the retries), and may see a container running before they show. Likewise the
-//   entries disappear some time after NodeUnprepareResources returned.
-// - Deferred until the calls go quiet: a new state's first try waits until no Write or Remove
-//   arrived for `quiet`, or until `max_delay` after the first of its claim's waiting states
+//   entries disappear shortly after NodeUnprepareResources returned.
+// - Writes are deferred until the calls go quiet: a write's first try waits until no Write or
+//   Remove arrived for `quiet`, or until `max_delay` after the first of its claim's waiting states
 //   arrived, whichever comes first (so a steady stream of calls delays a write by at most
-//   `max_delay`). The writes (their JSON, TLS and the API server's and etcd's work, and the claim
-//   watch's events they cause) then run between the kubelet's calls instead of beside them, and a
-//   claim prepared and unprepared within that time is written once, as the removal. Retries keep
-//   their backoff. The worker runs at `worker_nice` (a lower priority than the gRPC threads): on a
-//   busy node the calls go first, the writes still get their share of the CPU (nice, not
-//   SCHED_IDLE).
+//   `max_delay`). Removals start at once (the entries go before the claim is deallocated). The
+//   writes (their JSON, TLS and the API server's and etcd's work, and the claim watch's events they
+//   cause) then run between the kubelet's calls instead of beside them, and a claim prepared and
+//   unprepared within that time is written once, as the removal. Retries keep their backoff. The
+//   worker runs at `worker_nice` (a lower priority than the gRPC threads): on a busy node the calls
+//   go first, the writes still get their share of the CPU (nice, not SCHED_IDLE).
 // - Per claim (keyed by UID; by namespace/name when the UID is empty) the latest desired state
 //   wins: a Write or Remove that arrives while an older one still waits replaces it in its place in
 //   line (a removal after a write that has not run yet means the write never runs). What arrives

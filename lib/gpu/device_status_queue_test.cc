@@ -318,11 +318,26 @@ TEST(DeviceStatusQueueTest, ShutdownWritesWhatWaitsWithoutTheQuietPeriod) {
   DeviceStatusQueue queue(&target, options);
   queue.Start();
   ASSERT_TRUE(queue.Write(Claim("a"), Entries("gpu-0")).ok());
-  ASSERT_TRUE(queue.Remove(Claim("b")).ok());
+  ASSERT_TRUE(queue.Write(Claim("b"), Entries("gpu-1")).ok());
   const absl::Time start = absl::Now();
   EXPECT_EQ(queue.Shutdown(absl::Seconds(30)), 0u);
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
-  EXPECT_THAT(target.calls(), ElementsAre("write a gpu-0", "remove b"));
+  EXPECT_THAT(target.calls(), ElementsAre("write a gpu-0", "write b gpu-1"));
+}
+
+TEST(DeviceStatusQueueTest, ARemovalStartsAtOnceWhileWritesWaitForQuiet) {
+  FakeWriter target;
+  DeviceStatusQueueOptions options = FastRetries();
+  options.quiet = absl::Seconds(60);
+  options.max_delay = absl::Seconds(60);
+  DeviceStatusQueue queue(&target, options);
+  queue.Start();
+  ASSERT_TRUE(queue.Write(Claim("a"), Entries("gpu-0")).ok());
+  ASSERT_TRUE(queue.Remove(Claim("b")).ok());
+  ASSERT_TRUE(target.WaitCalls(1));
+  EXPECT_THAT(target.calls(), ElementsAre("remove b"));
+  EXPECT_FALSE(queue.WaitIdle(absl::Milliseconds(100)));  // the write of "a" still waits
+  EXPECT_THAT(target.calls(), ElementsAre("remove b"));
 }
 
 // Records the nice value of the thread that calls it.
