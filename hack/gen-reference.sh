@@ -217,10 +217,13 @@ The Prometheus metric families a binary serves on its `--http-endpoint` (path `-
 printed by its unlisted `--help-metrics-markdown`, which registers them in an empty registry
 without starting anything (a unit test starts the binary's servers and compares). A family with
 labels has one series per label values seen; a histogram adds `_bucket`, `_sum` and `_count`.
-The gpu-kubelet-plugin does not print its metrics yet (docs/compatibility.md describes them); the
-compute-domain-daemon serves none.
+The compute-domain-daemon serves none.
 
 EOF
+  echo "### gpu-kubelet-plugin metrics"
+  echo
+  metrics_table "$(bin gpu-kubelet-plugin)"
+  echo
   echo "### compute-domain-kubelet-plugin metrics"
   echo
   metrics_table "$(bin compute-domain-kubelet-plugin)"

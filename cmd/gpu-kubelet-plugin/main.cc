@@ -21,7 +21,9 @@
 #include "lib/common/signals.h"
 #include "lib/gpu/go_export.h"
 #include "lib/gpu/plugin_app.h"
+#include "lib/gpu/plugin_metrics.h"
 #include "lib/kubeletplugin/plugin_host.h"
+#include "lib/metrics/metrics.h"
 
 namespace {
 
@@ -230,5 +232,11 @@ int main(int argc, char** argv) {
                  "healthy again (a Node event DeviceHealthRecovered records it). 0 disables "
                  "recovery: taints stay until the plugin restarts, as in the Go driver.");
            },
-       .run = [&c](dra::SignalHandler* signals) { return dra::gpu::RunPlugin(c, signals); }});
+       .run = [&c](dra::SignalHandler* signals) { return dra::gpu::RunPlugin(c, signals); },
+       .metrics_markdown =
+           [] {
+             dra::metrics::Registry registry;
+             dra::gpu::DescribeGpuPluginMetrics(&registry);
+             return dra::metrics::DescribeMarkdown(registry);
+           }});
 }

@@ -40,6 +40,7 @@
 #include "lib/gpu/nvidia_smi.h"
 #include "lib/gpu/partitionable_slices.h"
 #include "lib/gpu/plugin_app_parts.h"
+#include "lib/gpu/plugin_metrics.h"
 #include "lib/gpu/rebuild.h"
 #include "lib/gpu/slices.h"
 #include "lib/gpu/time_slicing.h"
@@ -204,25 +205,14 @@ absl::Status PluginApp::ConnectToApiServer() {
                                                          .request_timeout = kDeviceStatusWriteTime,
                                                          .field_manager = DeviceStatusFieldManager(
                                                              kDriverName, config_.node_name)}));
-  metrics::Registry& registry = *p.host->registry();
-  p.degraded =
-      registry.AddGauge("nvidia_dra_plugin_degraded",
-                        "1 when the plugin runs without a usable NVML (no devices).", {"reason"});
-  metrics::Family<metrics::Counter>* status_writes = AddDeviceStatusWritesMetric(&registry);
+  const GpuPluginMetrics m = AddGpuPluginMetrics(p.host->registry());
+  p.degraded = m.degraded;
   p.device_status_api =
-      DeviceStatusWriterFromClient(p.status_client.get(), kDriverName, status_writes);
+      DeviceStatusWriterFromClient(p.status_client.get(), kDriverName, m.status_writes);
   p.device_status = std::make_unique<DeviceStatusQueue>(
-      p.device_status_api.get(), DeviceStatusQueueOptions{},
-      registry.AddGauge("nvidia_dra_device_status_queue_depth",
-                        "Claims whose status.devices write or removal waits for (or is at) the "
-                        "API server.",
-                        {}),
-      status_writes);
+      p.device_status_api.get(), DeviceStatusQueueOptions{}, m.status_queue_depth, m.status_writes);
   p.device_status->Start();
-  p.health_recoveries = registry.AddCounter(
-      "nvidia_dra_device_health_recoveries_total",
-      "Devices whose XID or GPU-lost taint was removed after the health recovery quiet period.",
-      {"device"});
+  p.health_recoveries = m.health_recoveries;
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 #include "lib/common/status.h"
 #include "lib/gpu/plugin_app.h"
 #include "lib/gpu/plugin_app_parts.h"
+#include "lib/gpu/plugin_metrics.h"
 
 namespace dra::gpu {
 
@@ -16,11 +17,7 @@ absl::Status PluginApp::ServeKubelet() {
   kubeletplugin::PluginServerOptions options;
   options.trace_calls = config_.prepare_trace;
   if (config_.claim_informer) {
-    metrics::Family<metrics::Counter>* lookups = p.host->registry()->AddCounter(
-        "nvidia_dra_claim_cache_lookups_total",
-        "Prepare's claim reads by how the claim cache answered: hit (from memory), miss (not "
-        "cached) or stale (another UID or no allocation); a miss or stale one is a GET.",
-        {"result"});
+    metrics::Family<metrics::Counter>* lookups = AddClaimCacheLookupsMetric(p.host->registry());
     p.claim_cache = std::make_unique<kubeletplugin::ClaimCache>(kubeletplugin::ClaimCache::Options{
         .driver_name = kDriverName,
         .node_name = config_.node_name,

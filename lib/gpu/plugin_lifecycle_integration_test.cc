@@ -2,6 +2,14 @@
 // service and metrics, SIGUSR2 stack dumps, a restart between prepare and unprepare, and kill -9
 // in the middle of prepares.
 
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "lib/common/run_program.h"
 #include "lib/gpu/plugin_integration_test_fixture.h"
 #include "test/support/kubelet_registration.h"
 
@@ -91,6 +99,46 @@ TEST_F(PluginIntegrationTest, HealthServiceAndMetricsAreServed) {
   // The claim cache is off by default (--claim-informer): the prepare read its claim with a GET.
   EXPECT_THAT(*text, ::testing::Not(::testing::HasSubstr("nvidia_dra_claim_cache_lookups_total")));
   ASSERT_EQ(Unprepare(node_ + "-h", uid), "");
+}
+
+// The generated metrics reference (`--help-metrics-markdown`, docs/reference.md) lists exactly
+// the families a serving plugin exports, with their types: every option that registers one is on
+// (--claim-informer, the health and HTTP endpoints).
+TEST_F(PluginIntegrationTest, MetricsReferenceIsWhatTheServingPluginExports) {
+  int health_port = FreePort();
+  int http_port = FreePort();
+  std::string root = tmp_.path() + "/root";
+  ASSERT_TRUE(dra::testing::MakeMockDriverRoot("t4-2x", root).ok());
+  dra::testing::PluginProcessOptions options{
+      .node_name = node_,
+      .driver_root = root,
+      .work_dir = tmp_.path(),
+      .extra_args = {"--claim-informer=true", absl::StrCat("--healthcheck-port=", health_port),
+                     absl::StrCat("--http-endpoint=127.0.0.1:", http_port)}};
+  plugin_ = std::make_unique<dra::testing::PluginProcess>(options);
+  plugin_->Start();
+  ASSERT_TRUE(plugin_->WaitForSocket()) << "no DRA socket; see " << plugin_->log();
+  auto metrics_client =
+      Client::Create(dra::k8s::RestConfig{.server = absl::StrCat("http://127.0.0.1:", http_port)});
+  ASSERT_TRUE(metrics_client.ok());
+  auto text = (*metrics_client)->GetRaw("/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  std::set<std::string> live;  // "name type"
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    if (absl::ConsumePrefix(&line, "# TYPE ")) live.insert(std::string(line));
+  }
+  absl::StatusOr<ProgramResult> reference = RunProgram({options.binary, "--help-metrics-markdown"});
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ASSERT_EQ(reference->exit_code, 0) << reference->stderr_text;
+  std::set<std::string> documented;  // rows "| `name` | type | labels | help |"
+  for (absl::string_view row : absl::StrSplit(reference->stdout_text, '\n')) {
+    if (!absl::ConsumePrefix(&row, "| `")) continue;
+    std::vector<absl::string_view> cells = absl::StrSplit(row, " | ");
+    if (cells.size() < 2) continue;
+    documented.insert(absl::StrCat(absl::StripSuffix(cells[0], "`"), " ", cells[1]));
+  }
+  EXPECT_GT(live.size(), 5u) << *text;
+  EXPECT_EQ(documented, live) << reference->stdout_text;
 }
 
 // --claim-informer=true: prepare reads a reserved claim of this node from the watch-fed cache (a
