@@ -164,6 +164,16 @@ void SlicePublisher::Run() {
       absl::MutexLock lock(&mu_);
       while (!stop_) {
         queued_ = false;
+        if (!informer_synced_ && informer_.HasSynced()) {
+          // Whatever happened to our slices between the first syncs and the informer's first
+          // list (a wipe, say) came with no event: sync every desired pool once more.
+          informer_synced_ = true;
+          const absl::Time now = absl::Now();
+          for (const auto& [name, pool] : desired_.pools) {
+            auto it = queue_.find(name);
+            if (it == queue_.end() || it->second > now) queue_[name] = now;
+          }
+        }
         auto next =
             std::min_element(queue_.begin(), queue_.end(),
                              [](const auto& a, const auto& b) { return a.second < b.second; });

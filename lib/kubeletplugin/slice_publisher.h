@@ -15,7 +15,9 @@
 // Unlike the Go helper, each sync reads the current slices with a fresh LIST (field selector
 // spec.driver + spec.nodeName) instead of a cache plus mutation cache: the reads are rare and
 // small, and a fresh read can never act on a stale view. A watch only triggers syncs, so slices
-// wiped by the kubelet (or anyone) are republished after `resync_delay`.
+// wiped by the kubelet (or anyone) are republished after `resync_delay`. The watch starts with the
+// publisher, so a change made before its first list answered has no event: once that list is in,
+// every desired pool is synced once more.
 //
 // Thread-safety: Update/Stop/WaitForSync may be called from any thread; syncs run on one
 // internal worker thread.
@@ -106,6 +108,8 @@ class SlicePublisher {
   int writes_ ABSL_GUARDED_BY(mu_) = 0;
   // Pools whose sync the worker has begun at least once (only the worker thread touches it).
   std::set<std::string> tried_;
+  // The informer's first list was in when the worker last looked (only the worker touches it).
+  bool informer_synced_ = false;
   std::thread worker_;
 };
 
