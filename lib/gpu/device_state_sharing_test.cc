@@ -228,23 +228,6 @@ TEST_F(DeviceStateTest, MpsIsRejectedWithConsumableShares) {
 
 // ---- MigDeviceConfig time-slicing: the interval goes to the parent GPU (time_slicing.h) ----
 
-// A config entry: MigDeviceConfig with the given sharing for `requests` (empty: all).
-nlohmann::json MigEntry(const nlohmann::json& sharing,
-                        const nlohmann::json& requests = nlohmann::json::array()) {
-  return {{"source", "FromClaim"},
-          {"requests", requests},
-          {"opaque",
-           {{"driver", "gpu.nvidia.com"},
-            {"parameters",
-             {{"apiVersion", "resource.nvidia.com/v1beta1"},
-              {"kind", "MigDeviceConfig"},
-              {"sharing", sharing}}}}}};
-}
-nlohmann::json MigTimeSliced(const std::string& interval) {
-  return nlohmann::json::array(
-      {MigEntry({{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", interval}}}})});
-}
-
 class MigTimeSlicingTest : public DeviceStateTest {
  protected:
   void SetUp() override {

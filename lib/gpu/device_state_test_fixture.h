@@ -232,4 +232,22 @@ inline nlohmann::json TimeSliced(const std::string& interval) {
       {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", interval}}}});
 }
 
+// A config entry: MigDeviceConfig with the given sharing for `requests` (empty: all).
+inline nlohmann::json MigEntry(const nlohmann::json& sharing,
+                               const nlohmann::json& requests = nlohmann::json::array()) {
+  return {{"source", "FromClaim"},
+          {"requests", requests},
+          {"opaque",
+           {{"driver", "gpu.nvidia.com"},
+            {"parameters",
+             {{"apiVersion", "resource.nvidia.com/v1beta1"},
+              {"kind", "MigDeviceConfig"},
+              {"sharing", sharing}}}}}};
+}
+// MigEntry with time-slicing at `interval`, for all requests.
+inline nlohmann::json MigTimeSliced(const std::string& interval) {
+  return nlohmann::json::array(
+      {MigEntry({{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", interval}}}})});
+}
+
 }  // namespace dra::gpu

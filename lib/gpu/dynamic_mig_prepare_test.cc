@@ -148,17 +148,8 @@ TEST_F(DynamicMigPrepareTest, PrepareCreatesRecordsAndUnprepareDestroys) {
 TEST_F(DynamicMigPrepareTest, MpsOnADynamicMigDeviceStartsWithTheCreatedUuid) {
   ASSERT_TRUE(gates_->Set("MPSSupport=true").ok());
   ReopenDynamic();
-  const nlohmann::json config = nlohmann::json::array(
-      {{{"source", "FromClaim"},
-        {"requests", nlohmann::json::array()},
-        {"opaque",
-         {{"driver", "gpu.nvidia.com"},
-          {"parameters",
-           {{"apiVersion", "resource.nvidia.com/v1beta1"},
-            {"kind", "MigDeviceConfig"},
-            {"sharing",
-             {{"strategy", "MPS"},
-              {"mpsConfig", {{"defaultPinnedDeviceMemoryLimit", "1Gi"}}}}}}}}}}});
+  const nlohmann::json config = nlohmann::json::array({MigEntry(
+      {{"strategy", "MPS"}, {"mpsConfig", {{"defaultPinnedDeviceMemoryLimit", "1Gi"}}}})});
   std::string mig_state_at_start;
   mps_->on_start = [&] { mig_state_at_start = MigState(); };
   auto prepared = state_->Prepare(Claim("uid-1", {kDevice}, config));
@@ -194,16 +185,7 @@ TEST_F(DynamicMigPrepareTest, MpsOnADynamicMigDeviceStartsWithTheCreatedUuid) {
 TEST_F(DynamicMigPrepareTest, MigIntervalIsSetOnTheParentAfterTheDeviceIsCreated) {
   ASSERT_TRUE(gates_->Set("TimeSlicingSettings=true").ok());
   ReopenDynamic();
-  const nlohmann::json config = nlohmann::json::array(
-      {{{"source", "FromClaim"},
-        {"requests", nlohmann::json::array()},
-        {"opaque",
-         {{"driver", "gpu.nvidia.com"},
-          {"parameters",
-           {{"apiVersion", "resource.nvidia.com/v1beta1"},
-            {"kind", "MigDeviceConfig"},
-            {"sharing",
-             {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "Long"}}}}}}}}}}});
+  const nlohmann::json config = MigTimeSliced("Long");
   auto prepared = state_->Prepare(Claim("uid-1", {kDevice}, config));
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   EXPECT_EQ(MigState(), "on 9@4/ci1");
