@@ -59,14 +59,13 @@ class TimeSlicingStep final : public prepare::PlanStep {
 class MpsDaemonsStep final : public prepare::PlanStep {
  public:
   MpsDaemonsStep(std::string uid, std::vector<MpsGroup> groups, absl::Time ready_deadline,
-                 std::shared_ptr<DeviceEdits> edits, const MpsDaemons* mps,
-                 std::shared_ptr<const CreatedMigDevices> created_mig)
+                 DeviceEdits* edits, const MpsDaemons* mps, const CreatedMigDevices* created_mig)
       : uid_(std::move(uid)),
         groups_(std::move(groups)),
         ready_deadline_(ready_deadline),
-        edits_(std::move(edits)),
+        edits_(edits),
         mps_(mps),
-        created_mig_(std::move(created_mig)) {}
+        created_mig_(created_mig) {}
   std::string name() const override { return kMpsDaemonsStep; }
   nlohmann::json UndoData() const override {
     nlohmann::json out = nlohmann::json::array();
@@ -108,22 +107,21 @@ class MpsDaemonsStep final : public prepare::PlanStep {
   const std::string uid_;
   const std::vector<MpsGroup> groups_;
   const absl::Time ready_deadline_;
-  const std::shared_ptr<DeviceEdits> edits_;
+  DeviceEdits* const edits_;
   const MpsDaemons* const mps_;
-  const std::shared_ptr<const CreatedMigDevices> created_mig_;
+  const CreatedMigDevices* const created_mig_;
   std::vector<std::unique_ptr<MpsDaemon>> resolved_;  // the daemons of dynamic_group
 };
 
 class CdiSpecStep final : public prepare::PlanStep {
  public:
   CdiSpecStep(std::string uid, std::vector<PreparedDevice> devices, const ClaimCdi* cdi,
-              std::shared_ptr<const DeviceEdits> edits,
-              std::shared_ptr<const CreatedMigDevices> created_mig)
+              const DeviceEdits* edits, const CreatedMigDevices* created_mig)
       : uid_(std::move(uid)),
         devices_(std::move(devices)),
         cdi_(cdi),
-        edits_(std::move(edits)),
-        created_mig_(std::move(created_mig)) {}
+        edits_(edits),
+        created_mig_(created_mig) {}
   std::string name() const override { return kCdiSpecStep; }
   nlohmann::json UndoData() const override { return nullptr; }
   bool external() const override { return false; }
@@ -138,19 +136,18 @@ class CdiSpecStep final : public prepare::PlanStep {
   const std::string uid_;
   const std::vector<PreparedDevice> devices_;
   const ClaimCdi* const cdi_;
-  const std::shared_ptr<const DeviceEdits> edits_;
-  const std::shared_ptr<const CreatedMigDevices> created_mig_;
+  const DeviceEdits* const edits_;
+  const CreatedMigDevices* const created_mig_;
 };
 
 class DeviceStatusStep final : public prepare::PlanStep {
  public:
   DeviceStatusStep(StatusClaimRef claim, std::vector<DeviceStatusEntry> entries,
-                   const DeviceStatusWriter* writer,
-                   std::shared_ptr<const CreatedMigDevices> created_mig)
+                   const DeviceStatusWriter* writer, const CreatedMigDevices* created_mig)
       : claim_(std::move(claim)),
         entries_(std::move(entries)),
         writer_(writer),
-        created_mig_(std::move(created_mig)) {}
+        created_mig_(created_mig) {}
   std::string name() const override { return kDeviceStatusStep; }
   // With the entries: a restart writes them again when the queued write was lost.
   nlohmann::json UndoData() const override {
@@ -186,7 +183,7 @@ class DeviceStatusStep final : public prepare::PlanStep {
   const StatusClaimRef claim_;
   const std::vector<DeviceStatusEntry> entries_;
   const DeviceStatusWriter* const writer_;
-  const std::shared_ptr<const CreatedMigDevices> created_mig_;
+  const CreatedMigDevices* const created_mig_;
 
   // Dynamic MIG devices get the UUID migDevices created (unknown when the entries were planned).
   std::vector<DeviceStatusEntry> WithCreatedMigUuids(std::vector<DeviceStatusEntry> entries) const {
@@ -360,36 +357,211 @@ std::map<std::string, HeldMigInterval> MigParentIntervalsHeld(const std::string&
   return held;
 }
 
-prepare::PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services) {
-  auto edits = std::make_shared<DeviceEdits>();
-  auto created_mig = std::make_shared<CreatedMigDevices>();
-  prepare::PlanSteps steps;
-  if (in.fabric) steps.push_back(FabricPartitionStep(*in.fabric, services.fabric));
-  if (auto mig = MigDevicesStep(in.cdi_devices, services.mig, created_mig)) {
-    steps.push_back(std::move(mig));
-  }
-  if (!in.time_slices.empty()) {
-    steps.push_back(
-        std::make_unique<TimeSlicingStep>(in.claim_uid, in.time_slices, services.time_slicing));
-  }
-  if (!in.mps.empty()) {
-    steps.push_back(std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps, in.mps_ready_deadline,
-                                                     edits, services.mps, created_mig));
-  }
-  if (services.vfio != nullptr) {  // else DeviceState refused a VFIO claim before planning
-    for (const VfioTarget& target : in.vfio) {
-      for (auto& s : VfioBindSteps(target, services.vfio)) steps.push_back(std::move(s));
-    }
-    if (!in.vfio_cdi.empty()) steps.push_back(VfioCdiEditsStep(in.vfio_cdi, edits));
-  }
-  if (in.metadata) steps.push_back(DeviceMetadataStep(*in.metadata, services.metadata));
-  steps.push_back(std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi, edits,
-                                                created_mig));
-  if (in.status_claim) {
-    steps.push_back(std::make_unique<DeviceStatusStep>(*in.status_claim, in.device_statuses,
-                                                       services.device_status, created_mig));
-  }
-  return steps;
+namespace {
+
+using Kind = GpuStepKind;
+using prepare::PlanSteps;
+using prepare::StepRecord;
+
+// The kinds of step, in plan order. A plan function appends nothing when the claim does not need
+// the kind; every undo must succeed for a step never applied (plan.h).
+std::vector<Kind> MakeGpuStepTable() {
+  std::vector<Kind> table;
+  table.push_back(Kind{
+      .names = {kFabricPartitionStep},
+      .doc = {.when = "gate FabricManagerPartitioning, a claim with full or VFIO GPUs",
+              .external = true,
+              .apply = "activate the Fabric Manager partition whose GPUs are exactly the claim's "
+                       "full GPUs and VFIO GPUs (fabric_step.h)",
+              .undo = "deactivate it unless another claim records one of its GPUs"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
+             PlanSteps& out) {
+            if (in.fabric) out.push_back(FabricPartitionStep(*in.fabric, services.fabric));
+            return absl::OkStatus();
+          },
+      .undo =
+          [](const GpuUndoEnv& env, const StepRecord& r) {
+            return UndoFabricPartition(env.claim_uid, *env.others, env.services.fabric, r.undo);
+          }});
+  table.push_back(Kind{
+      .names = {kMigDevicesStep},
+      .doc = {.when = "gate DynamicMIG, a claim with dynamic MIG devices",
+              .external = true,
+              .resumable = true,
+              .apply = "create each dynamic MIG device (MIG mode on if needed, GPU instance at the "
+                       "allocated placement, compute instance), recording the MIG UUIDs "
+                       "(mig_step.h)",
+              .undo = "destroy them by GPU, profile and placement; MIG mode off (Hopper+) when "
+                      "the GPU has no instance left"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services,
+             ClaimStepContext& context, PlanSteps& out) {
+            if (auto step = MigDevicesStep(in.cdi_devices, services.mig, &context.created_mig)) {
+              out.push_back(std::move(step));
+            }
+            return absl::OkStatus();
+          },
+      .undo = [](const GpuUndoEnv& env,
+                 const StepRecord& r) { return UndoMigDevices(env.services.mig, r.undo); }});
+  table.push_back(Kind{
+      .names = {kTimeSlicingStep},
+      .doc = {.when = "a TimeSlicing config group, or a MigDeviceConfig group with a non-Default "
+                      "interval",
+              .external = true,
+              .resumable = true,
+              .apply = "nvidia-smi: compute mode DEFAULT and the group's interval on its full "
+                       "GPUs; for a MigDeviceConfig group, that interval alone on the MIG "
+                       "devices' parent GPUs (time_slicing.h)",
+              .undo = "reset those GPUs that no other completed claim holds (a MIG parent: on "
+                      "which no other completed claim holds a non-Default interval)"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
+             PlanSteps& out) {
+            if (!in.time_slices.empty()) {
+              out.push_back(std::make_unique<TimeSlicingStep>(in.claim_uid, in.time_slices,
+                                                              services.time_slicing));
+            }
+            return absl::OkStatus();
+          },
+      .undo =
+          [](const GpuUndoEnv& env, const StepRecord& r) {
+            return ResetTimeSlices(env.claim_uid, *env.others, env.services.time_slicing, r.undo);
+          }});
+  table.push_back(Kind{
+      .names = {kMpsDaemonsStep},
+      .doc = {.when = "an MPS config group",
+              .external = true,
+              .resumable = true,
+              .apply = "start each group's MPS control daemon, wait until it is ready, and add its "
+                       "CDI edits to the group's devices (mps_sharing.h)",
+              .undo = "stop each daemon"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services,
+             ClaimStepContext& context, PlanSteps& out) {
+            if (!in.mps.empty()) {
+              out.push_back(std::make_unique<MpsDaemonsStep>(in.claim_uid, in.mps,
+                                                             in.mps_ready_deadline, &context.edits,
+                                                             services.mps, &context.created_mig));
+            }
+            return absl::OkStatus();
+          },
+      .undo = [](const GpuUndoEnv& env,
+                 const StepRecord& r) { return StopMpsDaemons(env.services.mps, r.undo); }});
+  table.push_back(Kind{
+      .names = {kVfioModuleStep, kVfioPersistenceStep, kVfioUnbindStep, kVfioBindStep},
+      .doc = {.when = "gate PassthroughSupport, per VFIO device, in this order",
+              .external = true,
+              .apply = "load the vfio module, persistence mode off, unbind the GPU from nvidia, "
+                       "bind it to its vfio driver (vfio_bind.h)",
+              .undo = "back to nvidia, persistence mode on"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
+             PlanSteps& out) {
+            // Without a host DeviceState refused a VFIO claim before planning.
+            if (services.vfio == nullptr) return absl::OkStatus();
+            for (const VfioTarget& target : in.vfio) {
+              for (auto& step : VfioBindSteps(target, services.vfio))
+                out.push_back(std::move(step));
+            }
+            return absl::OkStatus();
+          },
+      .undo =
+          [](const GpuUndoEnv& env, const StepRecord& r) {
+            prepare::StepUndoers undoers;
+            AddVfioUndoers(env.services.vfio, undoers);
+            return undoers.at(r.name)(r.undo);
+          },
+      // Without a host, a record naming them cannot be undone (no undoer).
+      .undo_available = [](const GpuUndoEnv& env) { return env.services.vfio != nullptr; }});
+  table.push_back(Kind{
+      .names = {kVfioCdiEditsStep},
+      .doc = {.when = "gate PassthroughSupport, a claim with VFIO devices",
+              .apply = "the VFIO devices' CDI edits (/dev/vfio/<group> or the iommufd cdev read "
+                       "after the bind; vfio_claim.h); the plugin's own state only",
+              .undo = "nothing"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services,
+             ClaimStepContext& context, PlanSteps& out) {
+            if (services.vfio != nullptr && !in.vfio_cdi.empty()) {
+              out.push_back(VfioCdiEditsStep(in.vfio_cdi, &context.edits));
+            }
+            return absl::OkStatus();
+          },
+      .undo = [](const GpuUndoEnv&, const StepRecord&) { return absl::OkStatus(); }});
+  table.push_back(Kind{
+      .names = {kDeviceMetadataStep},
+      .doc = {.when = "gate DeviceMetadata",
+              .external = true,
+              .apply = "each request's metadata file and its CDI spec (device_metadata.h); the "
+                       "plugin's own files, recorded before they are written",
+              .undo = "remove them"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
+             PlanSteps& out) {
+            if (in.metadata) out.push_back(DeviceMetadataStep(*in.metadata, services.metadata));
+            return absl::OkStatus();
+          },
+      .undo =
+          [](const GpuUndoEnv& env, const StepRecord& r) {
+            return UndoDeviceMetadata(env.services.metadata, r.undo);
+          }});
+  table.push_back(Kind{
+      .names = {kCdiSpecStep},
+      .doc = {.when = "always",
+              .apply = "write the claim's CDI spec, one CDI device per distinct device, with the "
+                       "edits of the steps before (claim_cdi.h); the plugin's own file",
+              .undo = "remove the spec"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services,
+             ClaimStepContext& context, PlanSteps& out) {
+            out.push_back(std::make_unique<CdiSpecStep>(in.claim_uid, in.cdi_devices, services.cdi,
+                                                        &context.edits, &context.created_mig));
+            return absl::OkStatus();
+          },
+      .undo = [](const GpuUndoEnv& env,
+                 const StepRecord&) { return env.services.cdi->Remove(env.claim_uid); }});
+  table.push_back(Kind{
+      .names = {kDeviceStatusStep},
+      .doc = {.when = "--device-status",
+              .external = true,
+              .best_effort = true,
+              .apply = "server-side apply of the claim's status.devices entries of this driver, "
+                       "each with its data and a Ready condition (device_status.h); a failed "
+                       "write is a warning, never a failed prepare",
+              .undo = "remove the entries (a claim that is gone is success)"},
+      .plan =
+          [](const ClaimStepsInput& in, const ClaimStepServices& services,
+             ClaimStepContext& context, PlanSteps& out) {
+            if (in.status_claim) {
+              out.push_back(std::make_unique<DeviceStatusStep>(*in.status_claim, in.device_statuses,
+                                                               services.device_status,
+                                                               &context.created_mig));
+            }
+            return absl::OkStatus();
+          },
+      .undo =
+          [](const GpuUndoEnv& env, const StepRecord& r) {
+            return RemoveDeviceStatus(env.services.device_status, r.undo);
+          }});
+  return table;
+}
+
+}  // namespace
+
+const std::vector<GpuStepKind>& GpuStepTable() {
+  static const std::vector<GpuStepKind>* const kTable =
+      new std::vector<GpuStepKind>(MakeGpuStepTable());
+  return *kTable;
+}
+
+std::string GpuStepTableMarkdown() { return prepare::StepTableMarkdown(GpuStepTable()); }
+
+absl::StatusOr<GpuPlan> GpuClaimSteps(const ClaimStepsInput& in,
+                                      const ClaimStepServices& services) {
+  GpuPlan plan;
+  RETURN_IF_ERROR(prepare::PlanFromTable(GpuStepTable(), in, services, *plan.context, plan.steps));
+  return plan;
 }
 
 std::vector<prepare::StepRecord> AppliedRecords(const prepare::PlanSteps& steps) {
@@ -402,31 +574,8 @@ std::vector<prepare::StepRecord> AppliedRecords(const prepare::PlanSteps& steps)
 prepare::StepUndoers GpuClaimUndoers(const std::string& claim_uid,
                                      const checkpoint::ClaimMap& others,
                                      const ClaimStepServices& services) {
-  prepare::StepUndoers undoers;
-  undoers[kFabricPartitionStep] = [claim_uid, &others, services](const nlohmann::json& undo) {
-    return UndoFabricPartition(claim_uid, others, services.fabric, undo);
-  };
-  undoers[kMigDevicesStep] = [services](const nlohmann::json& undo) {
-    return UndoMigDevices(services.mig, undo);
-  };
-  undoers[kTimeSlicingStep] = [claim_uid, &others, services](const nlohmann::json& undo) {
-    return ResetTimeSlices(claim_uid, others, services.time_slicing, undo);
-  };
-  undoers[kMpsDaemonsStep] = [services](const nlohmann::json& undo) {
-    return StopMpsDaemons(services.mps, undo);
-  };
-  undoers[kCdiSpecStep] = [claim_uid, services](const nlohmann::json&) {
-    return services.cdi->Remove(claim_uid);
-  };
-  undoers[kDeviceStatusStep] = [services](const nlohmann::json& undo) {
-    return RemoveDeviceStatus(services.device_status, undo);
-  };
-  undoers[kDeviceMetadataStep] = [services](const nlohmann::json& undo) {
-    return UndoDeviceMetadata(services.metadata, undo);
-  };
-  if (services.vfio != nullptr) AddVfioUndoers(services.vfio, undoers);
-  undoers[kVfioCdiEditsStep] = [](const nlohmann::json&) { return absl::OkStatus(); };
-  return undoers;
+  return prepare::UndoersFromTable(
+      GpuStepTable(), GpuUndoEnv{.claim_uid = claim_uid, .others = &others, .services = services});
 }
 
 std::vector<prepare::StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices,

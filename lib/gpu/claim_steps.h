@@ -1,46 +1,14 @@
 #pragma once
 
-// The steps of a GPU claim's prepare (lib/prepare/plan.h), in one place. In order:
+// The steps of a GPU claim's prepare (lib/prepare/plan.h): one table, GpuStepTable, whose
+// entries (lib/prepare/step_table.h) name, document, plan and undo each kind of step, in plan
+// order. GpuClaimSteps and GpuClaimUndoers come from it, and so does the step table of
+// docs/prepare-flow.md (gpu-kubelet-plugin --help-steps-markdown, hack/gen-reference.sh): what
+// each step does, when it is planned, and how it is undone is written there, not here.
 //
-//   (resolve the configs, plan the devices, check overlaps, find the claim's fabric partition:
-//    DeviceState, no side effect)
-//   fabricPartition FabricManagerPartitioning: activate the Fabric Manager partition whose GPUs
-//                   are exactly the claim's full GPUs and VFIO GPUs (fabric_step.h). External,
-//                   not resumable. Undo: deactivate it unless another claim records one of its
-//                   GPUs.
-//   0. migDevices   DynamicMIG: create each dynamic MIG device of the claim (MIG mode on if
-//                   needed, GPU instance at the allocated placement, compute instance), recording
-//                   the MIG UUIDs (mig_step.h). External, resumable.
-//                   Undo: destroy them by GPU, profile and placement; MIG mode off (Hopper+)
-//                   when the GPU has no instance left.
-//   1. timeSlicing  nvidia-smi: compute mode DEFAULT and the group's interval on the full GPUs of
-//                   each time-sliced config group; for a MigDeviceConfig group with a non-Default
-//                   interval, that interval alone on the MIG devices' parent GPUs ("migParents",
-//                   time_slicing.h). External, resumable.
-//                   Undo: reset those GPUs that no other completed claim holds (a MIG parent:
-//                   on which no other completed claim's record holds a non-Default interval).
-//   2. mpsDaemons   start each MPS config group's control daemon, wait until it is ready, and
-//                   collect its CDI edits for the group's devices. External, resumable.
-//                   Undo: stop each daemon.
-//   vfio*           PassthroughSupport: per VFIO device vfioModule, vfioPersistence, vfioUnbind,
-//                   vfioBind (vfio_bind.h): the GPU from nvidia to its vfio driver. External, not
-//                   resumable. Undo: back to nvidia, persistence mode on.
-//   vfioCdiEdits    the VFIO devices' CDI edits (/dev/vfio/<group> or the iommufd cdev read after
-//                   the bind). The plugin's own state only. Undo: nothing.
-//   3. deviceMetadata (gate DeviceMetadata) each request's metadata file and its CDI spec
-//                   (device_metadata.h). The plugin's own files, recorded before they are written.
-//                   Undo: remove them.
-//   4. cdiSpec      write the claim's CDI spec, one CDI device per distinct device, with the
-//                   daemons' edits. The plugin's own file. Undo: remove the spec.
-//   5. deviceStatus server-side apply of the claim's status.devices entries of this driver
-//                   (device_status.h), each with its data and a Ready condition. External (recorded
-//                   before the write, so that unprepare removes what reached the server), not
-//                   resumable, best effort: a failed write is a warning, never a failed prepare.
-//                   Undo: remove the entries (a claim that is gone is success).
-//   (record PrepareCompleted: the engine)
-//
-// A step is in the plan only when the claim needs it (cdiSpec always; deviceStatus when the plugin
-// writes device status, --device-status).
+// Before the steps, DeviceState (device_state.h) resolves the configs, plans the devices, checks
+// overlaps and finds the claim's fabric partition, with no side effect, into ClaimStepsInput.
+// Steps hand data to later steps through the plan's ClaimStepContext only.
 //
 // Records written before steps were recorded (and adopted Go records) have none: LegacySteps
 // derives them from the recorded devices, so that such claims are unprepared, and their unfinished
@@ -67,6 +35,7 @@
 #include "lib/gpu/vfio_bind.h"
 #include "lib/gpu/vfio_claim.h"
 #include "lib/prepare/plan.h"
+#include "lib/prepare/step_table.h"
 
 namespace dra::gpu {
 
@@ -151,8 +120,45 @@ struct ClaimStepServices {
   const fm::FabricManager* fabric = nullptr;
 };
 
-// The plan: the steps above in order. `in.mps` daemons must outlive the steps.
-prepare::PlanSteps GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services);
+// What the steps of one plan hand to later steps. Owned by GpuPlan together with the steps,
+// which point into it.
+struct ClaimStepContext {
+  // Written by migDevices (each dynamic MIG device as created, by device name); read by
+  // migDevices' own undo data, mpsDaemons (the daemons' MIG UUIDs), cdiSpec (the CDI devices)
+  // and deviceStatus (the entries' uuid).
+  CreatedMigDevices created_mig;
+  // Device name -> CDI edits beyond the device's own: written by mpsDaemons (the daemon's
+  // edits, appended) and vfioCdiEdits (the VFIO device nodes, replaced); read by cdiSpec.
+  std::map<std::string, cdi::ContainerEdits> edits;
+};
+
+// A claim's plan: its steps and the context they point into (declared first: destroyed last).
+struct GpuPlan {
+  std::unique_ptr<ClaimStepContext> context = std::make_unique<ClaimStepContext>();
+  prepare::PlanSteps steps;
+};
+
+// What an undo consults besides its record: the claim, every checkpointed claim (which GPUs
+// other completed claims still hold), the services.
+struct GpuUndoEnv {
+  std::string claim_uid;
+  const checkpoint::ClaimMap* others = nullptr;
+  ClaimStepServices services;
+};
+
+using GpuStepKind =
+    prepare::StepKind<ClaimStepsInput, ClaimStepServices, ClaimStepContext, GpuUndoEnv>;
+
+// The GPU plugin's kinds of step, in plan order.
+const std::vector<GpuStepKind>& GpuStepTable();
+
+// GpuStepTable as the Markdown table of docs/prepare-flow.md (gpu-kubelet-plugin
+// --help-steps-markdown).
+std::string GpuStepTableMarkdown();
+
+// The plan: each kind's steps, in table order, as the claim needs them. `in.mps` daemons must
+// outlive the steps.
+absl::StatusOr<GpuPlan> GpuClaimSteps(const ClaimStepsInput& in, const ClaimStepServices& services);
 
 // Their records with every step applied (what a completed prepare records).
 std::vector<prepare::StepRecord> AppliedRecords(const prepare::PlanSteps& steps);

@@ -330,8 +330,8 @@ absl::Status DeviceState::PlanVfio(const std::string& uid, Plan& plan) const {
   return absl::OkStatus();
 }
 
-prepare::PlanSteps DeviceState::StepsOf(const std::string& uid, const Plan& plan,
-                                        absl::Time mps_ready_deadline) const {
+absl::StatusOr<GpuPlan> DeviceState::StepsOf(const std::string& uid, const Plan& plan,
+                                             absl::Time mps_ready_deadline) const {
   ClaimStepsInput in{
       .claim_uid = uid, .time_slices = plan.time_slices, .mps_ready_deadline = mps_ready_deadline};
   for (const Plan::Daemon& d : plan.daemons) {
@@ -402,11 +402,11 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   // Nothing has changed yet: a prepare past its deadline stops here without a trace.
   RETURN_IF_ERROR(deadline.Check("set up devices"));
 
-  // The steps (claim_steps.h): timeSlicing, mpsDaemons, cdiSpec, as the claim needs them; the
-  // engine records PrepareStarted before the external ones and PrepareCompleted after the last.
-  // A prepare that failed or crashed half-way left a record: the engine finishes the steps this
-  // plan repeats and undoes the others first.
-  prepare::PlanSteps steps = StepsOf(uid, plan, mps_deadline);
+  // The steps (claim_steps.h's table), as the claim needs them; the engine records
+  // PrepareStarted before the external ones and PrepareCompleted after the last. A prepare that
+  // failed or crashed half-way left a record: the engine finishes the steps this plan repeats and
+  // undoes the others first.
+  ASSIGN_OR_RETURN(GpuPlan steps, StepsOf(uid, plan, mps_deadline));
   std::vector<prepare::StepRecord> recorded;
   if (existing != all.end()) recorded = RecordedSteps(existing->second, time_slicing_gate());
   checkpoint::PreparedClaim base{.uid = uid,
@@ -419,7 +419,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   });
   const prepare::StepUndoers undoers = GpuClaimUndoers(uid, all, services());
   prepare::StepEngine engine(&journal, &undoers);
-  RETURN_IF_ERROR(engine.Run(recorded, steps, deadline));
+  RETURN_IF_ERROR(engine.Run(recorded, steps.steps, deadline));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
            claim.metadata.name, "devices", plan.prepared.size());
   return plan.prepared;
@@ -466,8 +466,8 @@ absl::StatusOr<bool> DeviceState::Rebuild(const k8s::ResourceClaim& claim) {
     c.state = ClaimState::kPrepareCompleted;
     c.allocation = allocation;
     c.prepared_devices = PreparedDevicesToJson(plan->prepared);
-    c.steps =
-        prepare::StepRecordsToJson(AppliedRecords(StepsOf(uid, *plan, absl::InfiniteFuture())));
+    ASSIGN_OR_RETURN(GpuPlan steps, StepsOf(uid, *plan, absl::InfiniteFuture()));
+    c.steps = prepare::StepRecordsToJson(AppliedRecords(steps.steps));
     CountPreparedDevices(claims);
     added = true;
     return absl::OkStatus();

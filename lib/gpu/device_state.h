@@ -185,9 +185,10 @@ class DeviceState {
   // Gate PassthroughSupport: the bind targets and CDI edits of the claim's VFIO devices; refuses
   // more than one VfioDeviceConfig group (as the Go driver).
   absl::Status PlanVfio(const std::string& uid, Plan& plan) const;
-  // The steps of `plan` (claim_steps.h); they point into `plan`.
-  prepare::PlanSteps StepsOf(const std::string& uid, const Plan& plan,
-                             absl::Time mps_ready_deadline) const;
+  // The steps of `plan` (claim_steps.h's table); they point into `plan` (its MPS daemons) and
+  // into the returned plan's context.
+  absl::StatusOr<GpuPlan> StepsOf(const std::string& uid, const Plan& plan,
+                                  absl::Time mps_ready_deadline) const;
   ClaimStepServices services() const;
   // Gate TimeSlicingSettings (for records without timeSliceApplied).
   bool time_slicing_gate() const;

@@ -3,6 +3,8 @@
 // checkpoint, as after a plugin restart), a failing CDI step undoing the steps before it, a
 // half-failed unprepare, and records written before steps were recorded.
 
+#include <algorithm>
+
 #include "lib/common/log.h"
 #include "lib/common/log_capture.h"
 #include "lib/gpu/claim_steps.h"
@@ -260,6 +262,92 @@ TEST(LegacyStepsTest, DerivedFromTheDevices) {
             nlohmann::json::parse(R"([
               {"name":"timeSlicing","state":"begun","undo":[{"gpus":["GPU-0"]}]},
               {"name":"cdiSpec","state":"begun"}])"));
+}
+
+// Every step name a GPU claim's record can hold, in plan order (the constants of the steps'
+// headers).
+const std::vector<std::string> kRecordableStepNames = {
+    kFabricPartitionStep, kMigDevicesStep,      kTimeSlicingStep, kMpsDaemonsStep,
+    kVfioModuleStep,      kVfioPersistenceStep, kVfioUnbindStep,  kVfioBindStep,
+    kVfioCdiEditsStep,    kDeviceMetadataStep,  kCdiSpecStep,     kDeviceStatusStep};
+
+std::vector<std::string> StepNames(const prepare::PlanSteps& steps) {
+  std::vector<std::string> out;
+  for (const auto& s : steps) out.push_back(s->name());
+  return out;
+}
+
+TEST(GpuStepTableTest, NamesAreUniqueInPlanOrderAndEveryKindPlansAndUndoes) {
+  ASSERT_TRUE(prepare::CheckStepTable(GpuStepTable()).ok())
+      << prepare::CheckStepTable(GpuStepTable());
+  std::vector<std::string> names;
+  for (const GpuStepKind& kind : GpuStepTable()) {
+    for (std::string_view name : kind.names) names.emplace_back(name);
+  }
+  EXPECT_EQ(names, kRecordableStepNames);
+}
+
+TEST(GpuStepTableTest, EveryNameARecordCanHoldHasAnUndoer) {
+  const checkpoint::ClaimMap none;
+  const VfioHost host;
+  const prepare::StepUndoers undoers = GpuClaimUndoers("uid", none, {.vfio = &host});
+  for (const std::string& name : kRecordableStepNames) {
+    EXPECT_TRUE(undoers.contains(name)) << name;
+  }
+  EXPECT_EQ(undoers.size(), kRecordableStepNames.size());
+  // The names a record without steps implies (LegacySteps) are among them.
+  PreparedDevice gpu{.device = "gpu-0", .uuid = "GPU-0"};
+  gpu.mps_daemon = MpsDaemonRecord{.id = "d"};
+  for (const prepare::StepRecord& r : LegacySteps({gpu}, true, true)) {
+    EXPECT_TRUE(undoers.contains(r.name)) << r.name;
+  }
+  // Without a VFIO host the binds have no undoer (as before the table); vfioCdiEdits has one.
+  const prepare::StepUndoers without_vfio = GpuClaimUndoers("uid", none, {});
+  EXPECT_FALSE(without_vfio.contains(kVfioBindStep));
+  EXPECT_TRUE(without_vfio.contains(kVfioCdiEditsStep));
+  EXPECT_EQ(without_vfio.size(), kRecordableStepNames.size() - 4);
+}
+
+TEST(GpuStepTableTest, PlansEachKindTheClaimNeedsInTableOrder) {
+  const VfioHost host;
+  ClaimStepsInput in{.claim_uid = "uid"};
+  in.time_slices = {{.gpu_uuids = {"GPU-0"}}};
+  in.cdi_devices = {{.device = "gpu-0", .uuid = "GPU-0"}};
+  in.status_claim = StatusClaimRef{.namespace_name = "ns", .name = "c", .uid = "uid"};
+  in.metadata = MetadataClaim{.uid = "uid", .namespace_name = "ns", .name = "c"};
+  in.vfio = {{.bus_id = "0000:65:00.0", .module = "vfio_pci"}};
+  in.vfio_cdi = {{.device = "gpu-vfio-0"}};
+  in.fabric = FabricTarget{.partition = 1};
+  absl::StatusOr<GpuPlan> plan = GpuClaimSteps(in, {.vfio = &host});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(StepNames(plan->steps),
+              ElementsAre(kFabricPartitionStep, kTimeSlicingStep, kVfioModuleStep,
+                          kVfioPersistenceStep, kVfioUnbindStep, kVfioBindStep, kVfioCdiEditsStep,
+                          kDeviceMetadataStep, kCdiSpecStep, kDeviceStatusStep));
+
+  absl::StatusOr<GpuPlan> minimal = GpuClaimSteps({.claim_uid = "uid"}, {});
+  ASSERT_TRUE(minimal.ok()) << minimal.status();
+  EXPECT_THAT(StepNames(minimal->steps), ElementsAre(kCdiSpecStep));
+}
+
+TEST(GpuStepTableTest, StepsReadTheContextOfTheirPlanAfterThePlanMoved) {
+  PreparedDevice mig{.device = "gpu-0-mig-1g", .type = DeviceType::kMig};
+  mig.mig = MigInfo{.parent_uuid = "GPU-0", .profile = "1g.10gb", .dynamic = true};
+  absl::StatusOr<GpuPlan> planned = GpuClaimSteps({.claim_uid = "uid", .cdi_devices = {mig}}, {});
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  GpuPlan plan = *std::move(planned);
+  ASSERT_EQ(StepNames(plan.steps)[0], kMigDevicesStep);
+  EXPECT_FALSE(plan.steps[0]->UndoData()[0].contains("uuid"));
+  // What migDevices' Apply writes into the context, its undo data (and cdiSpec) read.
+  plan.context->created_mig["gpu-0-mig-1g"] = MigInfo{.uuid = "MIG-1"};
+  EXPECT_EQ(plan.steps[0]->UndoData()[0]["uuid"], "MIG-1");
+}
+
+TEST(GpuStepTableTest, MarkdownHasOneRowPerKind) {
+  const std::string md = GpuStepTableMarkdown();
+  EXPECT_THAT(md, HasSubstr("| `fabricPartition` | gate FabricManagerPartitioning"));
+  EXPECT_THAT(md, HasSubstr("| `vfioModule`, `vfioPersistence`, `vfioUnbind`, `vfioBind` |"));
+  EXPECT_EQ(static_cast<size_t>(std::count(md.begin(), md.end(), '\n')), 2 + GpuStepTable().size());
 }
 
 }  // namespace

@@ -59,9 +59,8 @@ absl::StatusOr<MigInfo> EntryFromJson(const nlohmann::json& j, const std::string
 
 class MigDevices final : public prepare::PlanStep {
  public:
-  MigDevices(std::vector<Entry> entries, const MigManager* mig,
-             std::shared_ptr<CreatedMigDevices> created)
-      : entries_(std::move(entries)), mig_(mig), created_(std::move(created)) {}
+  MigDevices(std::vector<Entry> entries, const MigManager* mig, CreatedMigDevices* created)
+      : entries_(std::move(entries)), mig_(mig), created_(created) {}
   std::string name() const override { return kMigDevicesStep; }
   nlohmann::json UndoData() const override {
     nlohmann::json out = nlohmann::json::array();
@@ -90,20 +89,20 @@ class MigDevices final : public prepare::PlanStep {
  private:
   const std::vector<Entry> entries_;
   const MigManager* const mig_;
-  const std::shared_ptr<CreatedMigDevices> created_;
+  CreatedMigDevices* const created_;
 };
 
 }  // namespace
 
 std::unique_ptr<prepare::PlanStep> MigDevicesStep(const std::vector<PreparedDevice>& devices,
                                                   const MigManager* mig,
-                                                  std::shared_ptr<CreatedMigDevices> created) {
+                                                  CreatedMigDevices* created) {
   std::vector<Entry> entries;
   for (const PreparedDevice& d : devices) {
     if (d.mig && d.mig->dynamic) entries.push_back({d.device, *d.mig});
   }
   if (entries.empty()) return nullptr;
-  return std::make_unique<MigDevices>(std::move(entries), mig, std::move(created));
+  return std::make_unique<MigDevices>(std::move(entries), mig, created);
 }
 
 std::vector<PreparedDevice> WithCreatedMig(std::vector<PreparedDevice> devices,

@@ -30,11 +30,11 @@ inline constexpr char kMigDevicesStep[] = "migDevices";
 using CreatedMigDevices = std::map<std::string, MigInfo>;
 
 // The step for the dynamic MIG devices among `devices` (those whose mig->dynamic is set); null
-// when there are none. Created devices are stored in `created`. Null `mig`: Apply fails
-// (Internal).
+// when there are none. Created devices are stored in `*created` (the plan's ClaimStepContext,
+// claim_steps.h), which must outlive the step. Null `mig`: Apply fails (Internal).
 std::unique_ptr<prepare::PlanStep> MigDevicesStep(const std::vector<PreparedDevice>& devices,
                                                   const MigManager* mig,
-                                                  std::shared_ptr<CreatedMigDevices> created);
+                                                  CreatedMigDevices* created);
 
 // `devices` with the created MIG devices' uuid and instance ids filled in.
 std::vector<PreparedDevice> WithCreatedMig(std::vector<PreparedDevice> devices,

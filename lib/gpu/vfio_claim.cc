@@ -169,8 +169,8 @@ namespace {
 class CdiEditsStep final : public prepare::PlanStep {
  public:
   CdiEditsStep(std::vector<VfioCdiRequest> requests,
-               std::shared_ptr<std::map<std::string, cdi::ContainerEdits>> edits)
-      : requests_(std::move(requests)), edits_(std::move(edits)) {}
+               std::map<std::string, cdi::ContainerEdits>* edits)
+      : requests_(std::move(requests)), edits_(edits) {}
   std::string name() const override { return kVfioCdiEditsStep; }
   nlohmann::json UndoData() const override { return nullptr; }
   bool external() const override { return false; }
@@ -195,15 +195,14 @@ class CdiEditsStep final : public prepare::PlanStep {
 
  private:
   const std::vector<VfioCdiRequest> requests_;
-  const std::shared_ptr<std::map<std::string, cdi::ContainerEdits>> edits_;
+  std::map<std::string, cdi::ContainerEdits>* const edits_;
 };
 
 }  // namespace
 
 std::unique_ptr<prepare::PlanStep> VfioCdiEditsStep(
-    std::vector<VfioCdiRequest> requests,
-    std::shared_ptr<std::map<std::string, cdi::ContainerEdits>> edits) {
-  return std::make_unique<CdiEditsStep>(std::move(requests), std::move(edits));
+    std::vector<VfioCdiRequest> requests, std::map<std::string, cdi::ContainerEdits>* edits) {
+  return std::make_unique<CdiEditsStep>(std::move(requests), edits);
 }
 
 absl::StatusOr<VfioTarget> VfioTargetOf(const Inventory& inventory, const VfioPlanning& planning,

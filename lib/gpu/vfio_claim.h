@@ -84,12 +84,12 @@ struct VfioCdiRequest {
 };
 
 // The step `vfioCdiEdits`, after the bind steps: re-reads each device's iommufd cdev from sysfs
-// (it exists only once the GPU is on vfio), and adds VfioCdiEdits to `edits` under the device's
-// name, for the cdiSpec step. Plugin-internal (nothing to undo), not resumable.
+// (it exists only once the GPU is on vfio), and adds VfioCdiEdits to `*edits` (the plan's
+// ClaimStepContext, claim_steps.h; it must outlive the step) under the device's name, for the
+// cdiSpec step. Plugin-internal (nothing to undo), not resumable.
 inline constexpr char kVfioCdiEditsStep[] = "vfioCdiEdits";
 std::unique_ptr<prepare::PlanStep> VfioCdiEditsStep(
-    std::vector<VfioCdiRequest> requests,
-    std::shared_ptr<std::map<std::string, cdi::ContainerEdits>> edits);
+    std::vector<VfioCdiRequest> requests, std::map<std::string, cdi::ContainerEdits>* edits);
 
 // The bind target of VFIO device `name` for prepare: its bus id, vfio module, and the nvidia
 // device node of its GPU (the minor of the GPU at its bus id, announced as a full GPU or through
