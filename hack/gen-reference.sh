@@ -3,12 +3,15 @@
 # value that sets it and its default, the feature gates, and the metrics a binary serves, from the
 # code itself (each binary's unlisted `--help-markdown` and `--help-metrics-markdown`,
 # lib/common/flags.h) and the chart's templates (which value each container's environment
-# variables and arguments come from). The file is never edited by hand.
+# variables and arguments come from). The file is never edited by hand. It also writes the GPU
+# plugin's table of prepare steps (`gpu-kubelet-plugin --help-steps-markdown`, from
+# lib/gpu/claim_steps.cc's GpuStepTable) into docs/prepare-flow.md, between the lines
+# "<!-- BEGIN generated: gpu-kubelet-plugin --help-steps-markdown -->" and "<!-- END generated -->".
 #
 # Usage: hack/gen-reference.sh [--check] [BUILD_DIR]   (BUILD_DIR: default build/default)
-#   without --check: writes docs/reference.md;
-#   --check: writes nothing, exits 1 (with the diff) when docs/reference.md differs from what it
-#            would write. A step of hack/static-checks.sh.
+#   without --check: writes docs/reference.md and the steps table of docs/prepare-flow.md;
+#   --check: writes nothing, exits 1 (with the diff) when either differs from what it would
+#            write. A step of hack/static-checks.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -237,9 +240,30 @@ EOF
   metrics_table "$(bin webhook)"
 }
 
+# FILE with the lines between its BEGIN line for COMMAND and the next "<!-- END generated -->"
+# replaced by stdin. Fails when FILE has no such pair of lines.
+fill_section() {
+  local file=$1 begin="<!-- BEGIN generated: $2 -->" body
+  body=$(cat)
+  if ! grep -qxF -- "$begin" "$file"; then
+    echo "gen-reference: $file has no line '$begin'" >&2
+    return 1
+  fi
+  BODY=$body awk -v begin="$begin" '
+    $0 == begin { print; print ENVIRON["BODY"]; skip = 1; next }
+    skip && $0 == "<!-- END generated -->" { skip = 0 }
+    !skip { print }
+    END { if (skip) exit 1 }
+  ' "$file" || { echo "gen-reference: $file: no '<!-- END generated -->' after '$begin'" >&2; return 1; }
+}
+
+STEPS_OUT=docs/prepare-flow.md
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
+steps_tmp=$(mktemp)
+trap 'rm -f "$tmp" "$steps_tmp"' EXIT
 generate | cat -s >"$tmp"
+"$(bin gpu-kubelet-plugin)" --help-steps-markdown |
+  fill_section "$STEPS_OUT" "gpu-kubelet-plugin --help-steps-markdown" >"$steps_tmp"
 if ((${#unread[@]})); then
   printf 'gen-reference: %s\n' "${unread[@]}" >&2
   exit 1
@@ -253,11 +277,19 @@ for b in compute-domain-kubelet-plugin compute-domain-controller compute-domain-
   fi
 done
 if ((CHECK)); then
+  rc=0
   if ! diff -u "$OUT" "$tmp"; then
     echo "gen-reference: $OUT is not what hack/gen-reference.sh generates (diff above); run it" >&2
-    exit 1
+    rc=1
   fi
-  exit 0
+  if ! diff -u "$STEPS_OUT" "$steps_tmp"; then
+    echo "gen-reference: the steps table of $STEPS_OUT is not what hack/gen-reference.sh" \
+      "generates (diff above); run it" >&2
+    rc=1
+  fi
+  exit "$rc"
 fi
 cp "$tmp" "$OUT"
 echo "gen-reference: wrote $OUT"
+cp "$steps_tmp" "$STEPS_OUT"
+echo "gen-reference: wrote the steps table of $STEPS_OUT"

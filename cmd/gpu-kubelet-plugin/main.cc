@@ -19,6 +19,7 @@
 #include "lib/common/feature_gates.h"
 #include "lib/common/flags.h"
 #include "lib/common/signals.h"
+#include "lib/gpu/claim_steps.h"
 #include "lib/gpu/go_export.h"
 #include "lib/gpu/plugin_app.h"
 #include "lib/gpu/plugin_metrics.h"
@@ -238,5 +239,6 @@ int main(int argc, char** argv) {
              dra::metrics::Registry registry;
              dra::gpu::DescribeGpuPluginMetrics(&registry);
              return dra::metrics::DescribeMarkdown(registry);
-           }});
+           },
+       .steps_markdown = [] { return dra::gpu::GpuStepTableMarkdown(); }});
 }

@@ -243,6 +243,10 @@ void Flags::SetMetricsReference(std::function<std::string()> markdown) {
   metrics_reference_ = std::move(markdown);
 }
 
+void Flags::SetStepsReference(std::function<std::string()> markdown) {
+  steps_reference_ = std::move(markdown);
+}
+
 void Flags::AddCommand(absl::string_view name, absl::string_view description) {
   commands_.emplace_back(name, description);
 }

@@ -124,6 +124,10 @@ class Flags {
   // the binary serves, as metrics::DescribeMarkdown rows, for docs/reference.md
   // (hack/gen-reference.sh). Without it the option is an unknown flag.
   void SetMetricsReference(std::function<std::string()> markdown);
+  // Enables the unlisted "--help-steps-markdown", which prints `markdown()`: the binary's table of
+  // prepare steps (prepare::StepTableMarkdown), for docs/prepare-flow.md (hack/gen-reference.sh).
+  // Without it the option is an unknown flag.
+  void SetStepsReference(std::function<std::string()> markdown);
   // Declares a command ("run"); when any is declared, exactly one must be given.
   void AddCommand(absl::string_view name, absl::string_view description);
 
@@ -178,6 +182,7 @@ class Flags {
   std::string description_;
   std::string version_;
   std::function<std::string()> metrics_reference_;
+  std::function<std::string()> steps_reference_;
   std::vector<std::unique_ptr<Flag>> flags_;
   std::vector<std::pair<std::string, std::string>> commands_;
   std::string command_;

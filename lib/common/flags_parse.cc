@@ -86,6 +86,10 @@ bool Flags::HandleHelpOrVersion(int argc, const char* const* argv) const {
       *out_ << metrics_reference_();
       return true;
     }
+    if (name == "help-steps-markdown" && steps_reference_) {
+      *out_ << steps_reference_();
+      return true;
+    }
     if (name == "version" && !version_.empty()) {
       *out_ << program_ << " " << version_ << "\n";
       return true;

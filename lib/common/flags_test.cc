@@ -428,6 +428,15 @@ TEST_F(FlagsTest, HelpMetricsMarkdownPrintsTheMetricsReferenceWhenSet) {
   EXPECT_EQ(out_.str(), "| `m_total` | counter | - | M. |\n");
 }
 
+TEST_F(FlagsTest, HelpStepsMarkdownPrintsTheStepsReferenceWhenSet) {
+  EXPECT_THAT(ParseError({"--help-steps-markdown"}), HasSubstr("unknown flag"));
+  flags_.SetStepsReference([] { return std::string("| `cdiSpec` | always |\n"); });
+  absl::StatusOr<Flags::ParseResult> r = Parse({"--help-steps-markdown", "--kube-api-qps=bad"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, Flags::ParseResult::kExitSuccess);
+  EXPECT_EQ(out_.str(), "| `cdiSpec` | always |\n");
+}
+
 TEST_F(FlagsTest, Version) {
   ParseOk({});  // no --version flag without SetVersion
   EXPECT_THAT(ParseError({"--version"}), HasSubstr("unknown flag --version"));

@@ -372,7 +372,7 @@ std::vector<Kind> MakeGpuStepTable() {
       .doc = {.when = "gate FabricManagerPartitioning, a claim with full or VFIO GPUs",
               .external = true,
               .apply = "activate the Fabric Manager partition whose GPUs are exactly the claim's "
-                       "full GPUs and VFIO GPUs (fabric_step.h)",
+                       "full GPUs and VFIO GPUs (`lib/gpu/fabric_step.h`)",
               .undo = "deactivate it unless another claim records one of its GPUs"},
       .plan =
           [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
@@ -391,7 +391,7 @@ std::vector<Kind> MakeGpuStepTable() {
               .resumable = true,
               .apply = "create each dynamic MIG device (MIG mode on if needed, GPU instance at the "
                        "allocated placement, compute instance), recording the MIG UUIDs "
-                       "(mig_step.h)",
+                       "(`lib/gpu/mig_step.h`)",
               .undo = "destroy them by GPU, profile and placement; MIG mode off (Hopper+) when "
                       "the GPU has no instance left"},
       .plan =
@@ -412,7 +412,7 @@ std::vector<Kind> MakeGpuStepTable() {
               .resumable = true,
               .apply = "nvidia-smi: compute mode DEFAULT and the group's interval on its full "
                        "GPUs; for a MigDeviceConfig group, that interval alone on the MIG "
-                       "devices' parent GPUs (time_slicing.h)",
+                       "devices' parent GPUs (`lib/gpu/time_slicing.h`)",
               .undo = "reset those GPUs that no other completed claim holds (a MIG parent: on "
                       "which no other completed claim holds a non-Default interval)"},
       .plan =
@@ -434,7 +434,7 @@ std::vector<Kind> MakeGpuStepTable() {
               .external = true,
               .resumable = true,
               .apply = "start each group's MPS control daemon, wait until it is ready, and add its "
-                       "CDI edits to the group's devices (mps_sharing.h)",
+                       "CDI edits to the group's devices (`lib/gpu/mps_sharing.h`)",
               .undo = "stop each daemon"},
       .plan =
           [](const ClaimStepsInput& in, const ClaimStepServices& services,
@@ -453,7 +453,7 @@ std::vector<Kind> MakeGpuStepTable() {
       .doc = {.when = "gate PassthroughSupport, per VFIO device, in this order",
               .external = true,
               .apply = "load the vfio module, persistence mode off, unbind the GPU from nvidia, "
-                       "bind it to its vfio driver (vfio_bind.h)",
+                       "bind it to its vfio driver (`lib/gpu/vfio_bind.h`)",
               .undo = "back to nvidia, persistence mode on"},
       .plan =
           [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
@@ -477,8 +477,8 @@ std::vector<Kind> MakeGpuStepTable() {
   table.push_back(Kind{
       .names = {kVfioCdiEditsStep},
       .doc = {.when = "gate PassthroughSupport, a claim with VFIO devices",
-              .apply = "the VFIO devices' CDI edits (/dev/vfio/<group> or the iommufd cdev read "
-                       "after the bind; vfio_claim.h); the plugin's own state only",
+              .apply = "the VFIO devices' CDI edits (`/dev/vfio/<group>` or the iommufd cdev read "
+                       "after the bind; `lib/gpu/vfio_claim.h`); the plugin's own state only",
               .undo = "nothing"},
       .plan =
           [](const ClaimStepsInput& in, const ClaimStepServices& services,
@@ -491,11 +491,13 @@ std::vector<Kind> MakeGpuStepTable() {
       .undo = [](const GpuUndoEnv&, const StepRecord&) { return absl::OkStatus(); }});
   table.push_back(Kind{
       .names = {kDeviceMetadataStep},
-      .doc = {.when = "gate DeviceMetadata",
-              .external = true,
-              .apply = "each request's metadata file and its CDI spec (device_metadata.h); the "
-                       "plugin's own files, recorded before they are written",
-              .undo = "remove them"},
+      .doc =
+          {.when = "gate DeviceMetadata",
+           .external = true,
+           .apply =
+               "each request's metadata file and its CDI spec (`lib/gpu/device_metadata.h`); the "
+               "plugin's own files, recorded before they are written",
+           .undo = "remove them"},
       .plan =
           [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
              PlanSteps& out) {
@@ -510,7 +512,7 @@ std::vector<Kind> MakeGpuStepTable() {
       .names = {kCdiSpecStep},
       .doc = {.when = "always",
               .apply = "write the claim's CDI spec, one CDI device per distinct device, with the "
-                       "edits of the steps before (claim_cdi.h); the plugin's own file",
+                       "edits of the steps before (`lib/gpu/claim_cdi.h`); the plugin's own file",
               .undo = "remove the spec"},
       .plan =
           [](const ClaimStepsInput& in, const ClaimStepServices& services,
@@ -523,12 +525,13 @@ std::vector<Kind> MakeGpuStepTable() {
                  const StepRecord&) { return env.services.cdi->Remove(env.claim_uid); }});
   table.push_back(Kind{
       .names = {kDeviceStatusStep},
-      .doc = {.when = "--device-status",
+      .doc = {.when = "`--device-status`",
               .external = true,
               .best_effort = true,
-              .apply = "server-side apply of the claim's status.devices entries of this driver, "
-                       "each with its data and a Ready condition (device_status.h); a failed "
-                       "write is a warning, never a failed prepare",
+              .apply =
+                  "server-side apply of the claim's status.devices entries of this driver, "
+                  "each with its data and a Ready condition (`lib/gpu/device_status.h`); a failed "
+                  "write is a warning, never a failed prepare",
               .undo = "remove the entries (a claim that is gone is success)"},
       .plan =
           [](const ClaimStepsInput& in, const ClaimStepServices& services,

@@ -318,12 +318,27 @@ TEST(GpuStepTableTest, PlansEachKindTheClaimNeedsInTableOrder) {
   in.vfio = {{.bus_id = "0000:65:00.0", .module = "vfio_pci"}};
   in.vfio_cdi = {{.device = "gpu-vfio-0"}};
   in.fabric = FabricTarget{.partition = 1};
+  PreparedDevice mig{.device = "gpu-1-mig-1g", .type = DeviceType::kMig};
+  mig.mig = MigInfo{.parent_uuid = "GPU-1", .profile = "1g.10gb", .dynamic = true};
+  in.cdi_devices.push_back(mig);
+  in.mps = {{.device_names = {"gpu-1-mig-1g"}}};  // planned only: the daemon is not read
   absl::StatusOr<GpuPlan> plan = GpuClaimSteps(in, {.vfio = &host});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(StepNames(plan->steps),
-              ElementsAre(kFabricPartitionStep, kTimeSlicingStep, kVfioModuleStep,
-                          kVfioPersistenceStep, kVfioUnbindStep, kVfioBindStep, kVfioCdiEditsStep,
-                          kDeviceMetadataStep, kCdiSpecStep, kDeviceStatusStep));
+              ElementsAre(kFabricPartitionStep, kMigDevicesStep, kTimeSlicingStep, kMpsDaemonsStep,
+                          kVfioModuleStep, kVfioPersistenceStep, kVfioUnbindStep, kVfioBindStep,
+                          kVfioCdiEditsStep, kDeviceMetadataStep, kCdiSpecStep, kDeviceStatusStep));
+  // What the docs' table says of each kind is what its steps are.
+  for (const auto& step : plan->steps) {
+    const GpuStepKind* kind = nullptr;
+    for (const GpuStepKind& k : GpuStepTable()) {
+      if (std::find(k.names.begin(), k.names.end(), step->name()) != k.names.end()) kind = &k;
+    }
+    ASSERT_NE(kind, nullptr) << step->name();
+    EXPECT_EQ(kind->doc.external, step->external()) << step->name();
+    EXPECT_EQ(kind->doc.resumable, step->resumable()) << step->name();
+    EXPECT_EQ(kind->doc.best_effort, step->best_effort()) << step->name();
+  }
 
   absl::StatusOr<GpuPlan> minimal = GpuClaimSteps({.claim_uid = "uid"}, {});
   ASSERT_TRUE(minimal.ok()) << minimal.status();

@@ -151,6 +151,9 @@ struct PluginMainSpec {
   // What the unlisted --help-metrics-markdown prints (Flags::SetMetricsReference); unset: no such
   // option.
   std::function<std::string()> metrics_markdown;
+  // What the unlisted --help-steps-markdown prints (Flags::SetStepsReference): the plugin's table
+  // of prepare steps; unset: no such option.
+  std::function<std::string()> steps_markdown;
 };
 // `config` is the binary's configuration (its gates field is set here); it must outlive the call.
 int RunPluginMain(int argc, char** argv, PluginHostConfig* config, const PluginMainSpec& spec);

@@ -35,6 +35,7 @@ int RunPluginMain(int argc, char** argv, PluginHostConfig* config, const PluginM
   flags.AddFeatureGatesFlag(&gates);
   flags.SetVersion(spec.version);
   if (spec.metrics_markdown) flags.SetMetricsReference(spec.metrics_markdown);
+  if (spec.steps_markdown) flags.SetStepsReference(spec.steps_markdown);
   flags.ParseOrExit(argc, argv);
   flags.LogStartupConfig(&gates);
 
