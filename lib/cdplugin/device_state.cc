@@ -1,11 +1,9 @@
 #include "lib/cdplugin/device_state.h"
 
-#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "lib/cdplugin/errors.h"
-#include "lib/cdplugin/imex_config_template.h"
-#include "lib/common/atomic_file.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
 
@@ -34,6 +32,96 @@ std::string DomainRef(const k8s::ComputeDomain& cd) {
   return absl::StrCat(cd.metadata.namespace_name, "/", cd.metadata.name, " (", cd.metadata.uid,
                       ")");
 }
+
+// The claim's checkpoint entry as the prepare's journal: every write records `base` (identity,
+// allocation) with the devices, the phase and the steps. The first Started write also checks, in
+// the same read-modify-write, that no exclusive device of the claim is held by another
+// PrepareCompleted claim, so that two claims cannot both take a device.
+class ClaimJournal final : public prepare::StepJournal {
+ public:
+  // `context` (the CDI IDs for the Completed record) must outlive the journal.
+  ClaimJournal(checkpoint::Checkpoint* checkpoint, checkpoint::PreparedClaim base,
+               std::vector<RecordedDevice> devices, std::vector<bool> exclusive,
+               const ClaimContext* context)
+      : checkpoint_(checkpoint),
+        base_(std::move(base)),
+        devices_(std::move(devices)),
+        exclusive_(std::move(exclusive)),
+        context_(context) {}
+
+  absl::Status Started(const std::vector<prepare::StepRecord>& steps) override {
+    RETURN_IF_ERROR(
+        Write(ClaimRecord{.phase = Phase::kStarted, .devices = devices_}, steps, !checked_));
+    checked_ = true;
+    return absl::OkStatus();
+  }
+  absl::Status Completed(const std::vector<prepare::StepRecord>& steps) override {
+    return Write(
+        ClaimRecord{.phase = Phase::kCompleted, .devices = WithCdiIds(devices_, *context_)}, steps,
+        /*check_conflicts=*/false);
+  }
+  absl::Status Forget() override {
+    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {
+      claims.erase(base_.uid);
+      return absl::OkStatus();
+    });
+  }
+
+ private:
+  absl::Status Write(const ClaimRecord& record, const std::vector<prepare::StepRecord>& steps,
+                     bool check_conflicts) {
+    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {
+      if (check_conflicts) RETURN_IF_ERROR(CheckConflicts(claims));
+      checkpoint::PreparedClaim& c = claims[base_.uid];
+      c = ToCheckpoint(record, base_.uid, base_.namespace_name, base_.name, base_.allocation);
+      c.steps = prepare::StepRecordsToJson(steps);
+      return absl::OkStatus();
+    });
+  }
+
+  absl::Status CheckConflicts(const checkpoint::ClaimMap& claims) const {
+    for (const auto& [other_uid, other] : claims) {
+      if (other_uid == base_.uid || other.state != checkpoint::ClaimState::kPrepareCompleted) {
+        continue;
+      }
+      absl::StatusOr<ClaimRecord> other_record = DecodeRecord(other);
+      if (!other_record.ok()) continue;
+      for (size_t i = 0; i < devices_.size(); ++i) {
+        const RecordedDevice& mine = devices_[i];
+        if (!exclusive_[i]) continue;
+        for (const RecordedDevice& theirs : other_record->devices) {
+          if (mine.pool == theirs.pool && mine.device == theirs.device) {
+            return RetryableError(absl::StrCat(
+                DeviceTypeName(mine.type), " ", mine.id, " already allocated by claim ", other_uid,
+                " (according to checkpoint); requested device ", mine.device,
+                " is already allocated to a different claim"));
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  checkpoint::Checkpoint* const checkpoint_;
+  const checkpoint::PreparedClaim base_;
+  const std::vector<RecordedDevice> devices_;
+  const std::vector<bool> exclusive_;
+  const ClaimContext* const context_;
+  bool checked_ = false;
+};
+
+// Unprepare's journal: a failed undo leaves the claim's record as it was (every undo may be
+// repeated, so the retried unprepare undoes it all again), and a prepared claim stays prepared.
+class KeepRecordJournal final : public prepare::StepJournal {
+ public:
+  absl::Status Started(const std::vector<prepare::StepRecord>& /*steps*/) override {
+    return absl::OkStatus();
+  }
+  absl::Status Completed(const std::vector<prepare::StepRecord>& /*steps*/) override {
+    return absl::OkStatus();
+  }
+  absl::Status Forget() override { return absl::OkStatus(); }
+};
 
 }  // namespace
 
@@ -70,6 +158,18 @@ std::shared_ptr<absl::Mutex> DeviceState::ClaimMutex(const std::string& uid) {
   return m;
 }
 
+StepEnv DeviceState::Env() const {
+  return {.api = api_,
+          .cdi = cdi_,
+          .checkpoint = checkpoint_,
+          .root = options_.root,
+          .host_imex = options_.host_imex,
+          .node_name = options_.node_name,
+          .imex_channels_major = options_.imex_channels_major,
+          .domains_dir = DomainsDir(),
+          .clique_id = clique_id()};
+}
+
 absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
     const k8s::ResourceClaim& claim) {
   const std::string& uid = claim.metadata.uid;
@@ -78,6 +178,8 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
   absl::MutexLock claim_lock(claim_mu.get());
 
   const nlohmann::json allocation = AllocationJson(claim);
+  // The steps an unfinished earlier prepare recorded: the engine finishes them.
+  std::vector<prepare::StepRecord> recorded;
   ASSIGN_OR_RETURN(std::optional<checkpoint::PreparedClaim> existing, checkpoint_->Get(uid));
   if (existing.has_value()) {
     absl::StatusOr<ClaimRecord> decoded = DecodeRecord(*existing);
@@ -86,6 +188,8 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
       DRA_WARNING("ignoring an undecodable checkpoint record; preparing again", "claim", ref, "err",
                   decoded.status());
       decoded = ClaimRecord();
+    } else if (decoded->phase == Phase::kStarted) {
+      recorded = RecordedSteps(*existing, *decoded, host_managed());
     }
     const ClaimRecord& record = *decoded;
     if (record.phase == Phase::kCompleted) return ToPrepared(record);
@@ -100,10 +204,13 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
   absl::StatusOr<std::vector<ConfiguredDevice>> configured =
       ConfigureDevices(*claim.status.allocation, /*strict=*/true);
   if (!configured.ok()) return Annotate(configured.status(), absl::StrCat("claim ", ref));
-  ClaimRecord record;
+  std::vector<RecordedDevice> devices;
+  // exclusive[i]: devices[i] may not be shared (adminAccess claims, monitoring, may share).
+  std::vector<bool> exclusive;
   std::map<std::string, std::shared_ptr<const k8s::ComputeDomain>> channel_domains;
   for (const ConfiguredDevice& d : *configured) {
-    record.devices.push_back(RecordDevice(d, options_.node_name));
+    devices.push_back(RecordDevice(d, options_.node_name));
+    exclusive.push_back(!d.result.admin_access.value_or(false));
     if (d.type == DeviceType::kDaemon && host_managed()) {
       return PermanentError(absl::StrCat("claim ", ref,
                                          ": ComputeDomain daemon claims are not supported when "
@@ -138,117 +245,23 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
     channel_domains[d.domain_id()] = std::move(domain);
   }
 
-  // Step 4: one read-modify-write, so two claims cannot both take a device.
-  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {
-    for (const auto& [other_uid, other] : claims) {
-      if (other_uid == uid || other.state != checkpoint::ClaimState::kPrepareCompleted) continue;
-      absl::StatusOr<ClaimRecord> other_record = DecodeRecord(other);
-      if (!other_record.ok()) continue;
-      for (size_t i = 0; i < record.devices.size(); ++i) {
-        const RecordedDevice& mine = record.devices[i];
-        // adminAccess claims (monitoring) may share a device with its user.
-        if ((*configured)[i].result.admin_access.value_or(false)) continue;
-        for (const RecordedDevice& theirs : other_record->devices) {
-          if (mine.pool == theirs.pool && mine.device == theirs.device) {
-            return RetryableError(absl::StrCat(
-                DeviceTypeName(mine.type), " ", mine.id, " already allocated by claim ", other_uid,
-                " (according to checkpoint); requested device ", mine.device,
-                " is already allocated to a different claim"));
-          }
-        }
-      }
-    }
-    claims[uid] =
-        ToCheckpoint(record, uid, claim.metadata.namespace_name, claim.metadata.name, allocation);
-    return absl::OkStatus();
-  }));
-
-  std::map<std::string, cdi::ContainerEdits> edits;
-  for (const RecordedDevice& d : record.devices) {
-    absl::StatusOr<cdi::ContainerEdits> e =
-        d.type != DeviceType::kChannel ? PrepareDaemon(d)
-        : host_managed()               ? PrepareHostManagedChannel(d)
-                                       : PrepareChannel(d, *channel_domains.at(d.domain_id));
-    if (!e.ok()) return Annotate(e.status(), absl::StrCat("claim ", ref, ", device ", d.device));
-    edits[d.device] = *std::move(e);
-  }
-  ASSIGN_OR_RETURN(auto ids, cdi_->WriteClaimSpec(uid, edits));
-  for (RecordedDevice& d : record.devices) {
-    d.cdi_device_ids.clear();
-    if (d.type == DeviceType::kDaemon) d.cdi_device_ids.push_back(CdiSpecs::BaseDeviceId());
-    if (auto it = ids.find(d.device); it != ids.end()) d.cdi_device_ids.push_back(it->second);
-  }
-  record.phase = Phase::kCompleted;
-  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {
-    claims[uid] =
-        ToCheckpoint(record, uid, claim.metadata.namespace_name, claim.metadata.name, allocation);
-    return absl::OkStatus();
-  }));
-  DRA_INFO("prepared claim", "claim", ref, "uid", uid, "devices", record.devices.size());
-  return ToPrepared(record);
-}
-
-absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareChannel(const RecordedDevice& d,
-                                                                const k8s::ComputeDomain& domain) {
-  RETURN_IF_ERROR(api_->AddNodeLabel(d.domain_id));
-  const std::string clique = clique_id();
-  absl::StatusOr<bool> ready = api_->DaemonReady(domain, clique);
-  if (!ready.ok()) {
-    return Annotate(ready.status(), absl::StrCat("readiness in ComputeDomain ", DomainRef(domain)));
-  }
-  if (!*ready) {
-    return RetryableError(absl::StrCat(
-        "current node not ready in ComputeDomain ", DomainRef(domain), ": the IMEX daemon on node ",
-        options_.node_name, " is not Ready yet (clique ", clique.empty() ? "\"\"" : clique, ")"));
-  }
-  if (clique.empty()) return cdi::ContainerEdits();  // no NVLink fabric: no channel
-  return ChannelEdits(options_.imex_channels_major,
-                      d.allocation_mode == "All" ? kImexChannelCount : 1);
-}
-
-absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareHostManagedChannel(
-    const RecordedDevice& d) {
-  if (clique_id().empty()) return cdi::ContainerEdits();  // no NVLink fabric: no channel
-  RETURN_IF_ERROR(options_.host_imex->Check());
-  if (d.id < 0 || d.id >= kImexChannelCount) {
-    return PermanentError(absl::StrCat("channel ID ", d.id, " of device ", d.device,
-                                       " is out of range [0, ", kImexChannelCount, ")"));
-  }
-  cdi::ContainerEdits edits = ChannelEdits(options_.imex_channels_major, d.id + 1);
-  edits.device_nodes.erase(edits.device_nodes.begin(), edits.device_nodes.end() - 1);
-  return edits;
-}
-
-absl::StatusOr<cdi::ContainerEdits> DeviceState::PrepareDaemon(const RecordedDevice& d) {
-  std::shared_ptr<const k8s::ComputeDomain> domain = api_->FindDomain(d.domain_id);
-  if (domain == nullptr) {
-    return RetryableError(absl::StrCat("compute domain not found: ", d.domain_id,
-                                       " (not in the plugin's ComputeDomain cache yet)"));
-  }
-  const std::string dir = DomainDir(d.domain_id);
-  RETURN_IF_ERROR(MakeDirectories(dir, 0755));
-  RETURN_IF_ERROR(WriteFileAtomically(dir + "/imexd.cfg.tmpl", ImexConfigTemplate(), 0644));
-  DaemonEditsInput in{.clique_id = clique_id(),
-                      .domain_uid = domain->metadata.uid,
-                      .domain_name = domain->metadata.name,
-                      .domain_namespace = domain->metadata.namespace_name,
-                      .domain_dir = dir};
-  for (auto [name, out] : {std::pair{"nvidia-imex", &in.imex_host_path},
-                           std::pair{"nvidia-imex-ctl", &in.imex_ctl_host_path}}) {
-    absl::StatusOr<std::string> path = options_.root->FindBinary(name);
-    if (!path.ok()) {
-      return Annotate(path.status(),
-                      absl::StrCat(name, " in the driver root ", options_.root->root(),
-                                   " (the IMEX daemon needs it; is the driver complete?)"));
-    }
-    *out = options_.root->ToHostPath(*path);
-  }
-  if (!in.clique_id.empty()) {
-    absl::StatusOr<driverroot::DeviceNodeInfo> cap = ImexManagementCapability(*options_.root);
-    if (!cap.ok()) return Annotate(cap.status(), "IMEX management capability (fabric-imex-mgmt)");
-    in.imex_mgmt_capability = *cap;
-  }
-  return DaemonEdits(in);
+  const StepEnv env = Env();
+  ClaimPlan plan;
+  PlanClaimSteps(env, uid, ref, devices, channel_domains, &plan);
+  ClaimJournal journal(checkpoint_,
+                       checkpoint::PreparedClaim{.uid = uid,
+                                                 .namespace_name = claim.metadata.namespace_name,
+                                                 .name = claim.metadata.name,
+                                                 .allocation = allocation},
+                       devices, std::move(exclusive), &plan.context);
+  // Step 4: the conflict check and the PrepareStarted record, in one read-modify-write.
+  RETURN_IF_ERROR(journal.Started(recorded));
+  const prepare::StepUndoers undoers = ClaimUndoers(env, uid);
+  prepare::StepEngine engine(&journal, &undoers);
+  RETURN_IF_ERROR(engine.Run(recorded, plan.steps, Deadline::Infinite()));
+  DRA_INFO("prepared claim", "claim", ref, "uid", uid, "devices", devices.size());
+  return ToPrepared(
+      ClaimRecord{.phase = Phase::kCompleted, .devices = WithCdiIds(devices, plan.context)});
 }
 
 absl::Status DeviceState::Unprepare(const std::string& uid) {
@@ -273,25 +286,12 @@ absl::Status DeviceState::Unprepare(const std::string& uid) {
     DRA_VLOG(2, "unprepare noop: claim in PrepareAborted state", "uid", uid);
     return absl::OkStatus();
   }
-  // Domains whose channel another live claim on this node still records: their label stays
-  // (two claims of one domain can meet here after a force-deleted pod).
-  std::set<std::string> still_used;
-  ASSIGN_OR_RETURN(checkpoint::ClaimMap all, checkpoint_->List());
-  for (const auto& [other_uid, other] : all) {
-    if (other_uid == uid) continue;
-    absl::StatusOr<ClaimRecord> r = DecodeRecord(other);
-    if (!r.ok() || r->phase == Phase::kAborted) continue;
-    for (const RecordedDevice& d : r->devices) {
-      if (d.type == DeviceType::kChannel) still_used.insert(d.domain_id);
-    }
-  }
-  for (const RecordedDevice& d : record.devices) {
-    // hostManaged sets no label (a label of another mode's claim is the controller's to clean).
-    if (d.type == DeviceType::kChannel && !host_managed() && still_used.count(d.domain_id) == 0) {
-      RETURN_IF_ERROR(Annotate(api_->RemoveNodeLabel(d.domain_id),
-                               absl::StrCat("claim ", uid, ": remove the node label")));
-    }
-  }
+  const StepEnv env = Env();
+  const prepare::StepUndoers undoers = ClaimUndoers(env, uid);
+  KeepRecordJournal journal;
+  prepare::StepEngine engine(&journal, &undoers);
+  RETURN_IF_ERROR(engine.UndoAll(RecordedSteps(*existing, record, host_managed())));
+  // Unconditionally: a crash during the spec's write leaves a spec that no record names.
   RETURN_IF_ERROR(cdi_->RemoveClaimSpec(uid));
   const bool completed = record.phase == Phase::kCompleted;
   RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) -> absl::Status {

@@ -7,33 +7,41 @@
 //   1. a PrepareCompleted claim returns its recorded devices; a PrepareAborted claim with the
 //      same allocation is a permanent error ("stale prepare"); no allocation is permanent;
 //   2. the configs (claim_configs.h; errors permanent);
-//   3. channel devices: the ComputeDomain must be in the informer cache and in the claim's
+//   3. (planning, no side effect) channel devices: the ComputeDomain must be in the informer cache and in the claim's
 //      namespace (permanent otherwise); daemon devices: the claim must be in the driver
 //      namespace (permanent otherwise: the device hands out the domain's IMEX directory and the
 //      fabric-imex-mgmt capability, which only the driver's IMEX DaemonSets may have);
-//   4. checkpoint: no device of the claim may be held by another PrepareCompleted claim
-//      (retryable: "channel 0 already allocated by claim <uid> (according to checkpoint)");
-//      the claim is recorded PrepareStarted with its devices;
-//   5. channel devices (driver-managed): the node label resource.nvidia.com/computeDomain=<cdUID>
-//   is set
-//      (retryable while another domain holds it), then this node's daemon must be Ready in the
-//      clique (retryable "not ready"); edits: channel device nodes (none on a node without a
-//      clique ID: the claim succeeds without a CDI device);
-//      daemon devices: the domain must be cached (retryable), <data dir>/domains/<cdUID>/
-//      (0755) gets imexd.cfg.tmpl (0644, atomically), edits per cdi_specs.h;
-//      hostManaged (options.host_imex set): a daemon device is a permanent error (step 2); a
-//      channel device sets no label and waits for no clique: on a node with a clique ID the
-//      host's IMEX daemon must answer READY (host_imex.h; retryable), then the allocated
-//      channel's one device node (allocationMode is ignored); none without a clique ID;
-//   6. the claim's CDI spec is written; the claim is recorded PrepareCompleted with its CDI IDs.
-// An error after step 4 leaves the claim PrepareStarted (the kubelet retries, or unprepares).
+//   4. checkpoint, in one read-modify-write (the first write of the step journal): no device of
+//      the claim may be held by another PrepareCompleted claim (retryable: "channel 0 already
+//      allocated by claim <uid> (according to checkpoint)"); the claim is recorded PrepareStarted
+//      with its devices (and the steps an unfinished earlier prepare recorded);
+//   5. the steps of claim_steps.h on the prepare engine (lib/prepare/plan.h), per device:
+//      driver-managed channel devices: nodeLabel (the node label
+//      resource.nvidia.com/computeDomain=<cdUID>; retryable while another domain holds it), then
+//      channel (this node's daemon must be Ready in the clique, retryable "not ready"; edits:
+//      channel device nodes, none on a node without a clique ID: the claim succeeds without a
+//      CDI device);
+//      daemon devices: imexConfig (the domain must be cached, retryable; <data dir>/domains/
+//      <cdUID>/ (0755) gets imexd.cfg.tmpl (0644, atomically); edits per cdi_specs.h);
+//      hostManaged (options.host_imex set): a daemon device is a permanent error (step 3); a
+//      channel device has no nodeLabel step and its channel step waits for no clique: on a node
+//      with a clique ID the host's IMEX daemon must answer READY (host_imex.h; retryable), then
+//      the allocated channel's one device node (allocationMode is ignored); none without a
+//      clique ID;
+//   6. cdiSpec: the claim's CDI spec is written; the claim is recorded PrepareCompleted with its
+//      CDI IDs and steps.
+// An error after step 4 leaves the claim PrepareStarted with the steps recorded so far (every step
+// is resumable): the kubelet retries, which keeps the steps it repeats (a label set before a
+// failed readiness check stays), or unprepares.
 //
-// Unprepare of a claim: not recorded or PrepareAborted: nothing to do. Otherwise (driver-managed
-// only) the node label of each channel device's domain is removed (only if it names that domain,
-// and no other recorded, not aborted claim on this node has a channel of that domain), the CDI spec
-// is removed, and a PrepareCompleted claim is erased while a PrepareStarted one becomes
-// PrepareAborted. The per-domain directory is kept (a new daemon pod of the same domain may be
-// starting); the cleanup removes directories of domains that are gone.
+// Unprepare of a claim: not recorded or PrepareAborted: nothing to do. Otherwise the recorded
+// steps are undone in reverse (records without steps: derived from the devices, claim_steps.h
+// LegacySteps): nodeLabel removes the node label (driver-managed only; only if it names that
+// domain, and no other recorded, not aborted claim on this node has a channel of that domain).
+// Then the CDI spec is removed, and a PrepareCompleted claim is erased while a PrepareStarted one
+// becomes PrepareAborted. An undo that fails leaves the record as it was (the retry undoes it all
+// again). The per-domain directory is kept (a new daemon pod of the same domain may be starting);
+// the cleanup removes directories of domains that are gone.
 //
 // A checkpoint record that does not decode (another version, an edit) is ignored by Prepare (the
 // claim is prepared again) and dropped by Unprepare (its CDI spec removed): neither can wedge a
@@ -53,6 +61,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/cdplugin/cdi_specs.h"
+#include "lib/cdplugin/claim_steps.h"
 #include "lib/cdplugin/domain_api.h"
 #include "lib/cdplugin/host_imex.h"
 #include "lib/cdplugin/prepared_claim.h"
@@ -103,10 +112,8 @@ class DeviceState {
 
  private:
   std::shared_ptr<absl::Mutex> ClaimMutex(const std::string& uid);
-  absl::StatusOr<cdi::ContainerEdits> PrepareChannel(const RecordedDevice& d,
-                                                     const k8s::ComputeDomain& domain);
-  absl::StatusOr<cdi::ContainerEdits> PrepareHostManagedChannel(const RecordedDevice& d);
-  absl::StatusOr<cdi::ContainerEdits> PrepareDaemon(const RecordedDevice& d);
+  // What this prepare's steps use (the clique ID as it is now).
+  StepEnv Env() const;
   bool host_managed() const { return options_.host_imex != nullptr; }
 
   const DeviceStateOptions options_;

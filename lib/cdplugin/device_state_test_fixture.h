@@ -45,6 +45,7 @@ class FakeDomainApi : public DomainApi {
   }
   absl::Status RemoveNodeLabel(const std::string& cd_uid) override {
     absl::MutexLock l(&mu);
+    ++label_removals;
     if (label == cd_uid) label.clear();
     return absl::OkStatus();
   }
@@ -76,6 +77,7 @@ class FakeDomainApi : public DomainApi {
   mutable absl::Mutex mu;
   std::map<std::string, std::shared_ptr<const k8s::ComputeDomain>> domains;
   std::string label;
+  int label_removals = 0;  // RemoveNodeLabel calls
   std::set<std::string> ready;
   int ready_calls = 0;
   int ready_after_calls = 0;  // > 0: ready from that call on

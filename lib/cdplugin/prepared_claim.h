@@ -20,6 +20,9 @@
 // An aborted claim is stored with the checkpoint state PrepareStarted (the library knows only
 // two) and the phase PrepareAborted; readers go by the phase.
 //
+// Beside it, the entry's "steps" member holds the prepare engine's record of the claim's steps
+// (claim_steps.h; absent in entries written before steps were recorded).
+//
 // The devices are recorded at PrepareStarted already (from the configs, without CDI IDs), so an
 // unprepare of a half-prepared claim knows which node label to remove.
 

@@ -1,0 +1,112 @@
+#pragma once
+
+// The steps of a compute-domain claim's prepare (lib/prepare/plan.h), in one place. Per device of
+// the claim, in allocation order:
+//
+//   nodeLabel   driver-managed channel devices: the node label
+//               resource.nvidia.com/computeDomain=<cdUID> (retryable while another domain holds
+//               it). External, resumable. Undo data {"domain": "<cdUID>"}. Undo: remove the label
+//               (only if it names that domain) unless another recorded, not aborted claim on this
+//               node has a channel of that domain; nothing in hostManaged mode.
+//   channel     channel devices: a check, then the device's edits. Driver-managed: this node's
+//               daemon must be Ready in the clique (retryable "not ready"); the channel device
+//               nodes (allocationMode All: every channel). hostManaged: on a node with a clique ID
+//               the host's IMEX daemon must answer READY (host_imex.h; retryable), then the
+//               allocated channel's one device node. No clique ID: no edits (the claim gets no
+//               CDI device). Changes nothing, resumable. Undo: nothing.
+//   imexConfig  daemon devices: the domain must be cached (retryable); <data dir>/domains/<cdUID>/
+//               (0755) gets imexd.cfg.tmpl (0644, atomically); the edits per cdi_specs.h. The
+//               plugin's own files, resumable. Undo: nothing (the directory is kept: a new daemon
+//               pod of the same domain may be starting; the cleanup removes those of domains that
+//               are gone).
+// Then, once:
+//   cdiSpec     the claim's CDI spec from the edits above. The plugin's own file, resumable. Undo:
+//               nothing here: Unprepare removes the spec after the steps' undo, unconditionally
+//               (a crash during its write leaves a spec that no record names), so that an undo
+//               that fails leaves a prepared claim whole.
+//
+// Every step is resumable: a failed prepare leaves the claim PrepareStarted with what it recorded
+// (the kubelet retries, or unprepares: device_state.h), as the plugin did before it had steps.
+//
+// Records written before steps were recorded have none: LegacySteps derives them from the
+// recorded devices, so that such claims are unprepared, and their unfinished prepares finished,
+// as before.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/cdi/spec.h"
+#include "lib/cdplugin/cdi_specs.h"
+#include "lib/cdplugin/domain_api.h"
+#include "lib/cdplugin/host_imex.h"
+#include "lib/cdplugin/prepared_claim.h"
+#include "lib/checkpoint/checkpoint.h"
+#include "lib/driverroot/driver_root.h"
+#include "lib/k8s/objects_resource.h"
+#include "lib/prepare/plan.h"
+
+namespace dra::cdplugin {
+
+inline constexpr char kNodeLabelStep[] = "nodeLabel";
+inline constexpr char kChannelStep[] = "channel";
+inline constexpr char kImexConfigStep[] = "imexConfig";
+inline constexpr char kCdiSpecStep[] = "cdiSpec";
+
+// What the steps and their undoers use of the plugin; every pointer outlives them.
+struct StepEnv {
+  DomainApi* api = nullptr;
+  CdiSpecs* cdi = nullptr;
+  checkpoint::Checkpoint* checkpoint = nullptr;
+  const driverroot::DriverRoot* root = nullptr;
+  const HostImex* host_imex = nullptr;  // set: hostManaged
+  std::string node_name;
+  int64_t imex_channels_major = 0;
+  std::string domains_dir;  // <data dir>/domains
+  std::string clique_id;    // this prepare's
+};
+
+// What the steps of one prepare hand on: the edits to the cdiSpec step, the CDI IDs to the
+// PrepareCompleted record.
+struct ClaimContext {
+  std::map<std::string, cdi::ContainerEdits> edits;  // by device name (channel, imexConfig)
+  std::map<std::string, std::string> cdi_ids;        // by device name (cdiSpec)
+};
+
+// One prepare's steps with the context they write; neither copied nor moved (the steps point
+// into the context).
+struct ClaimPlan {
+  ClaimPlan() = default;
+  ClaimPlan(const ClaimPlan&) = delete;
+  ClaimPlan& operator=(const ClaimPlan&) = delete;
+
+  ClaimContext context;
+  prepare::PlanSteps steps;
+};
+
+// Plans the steps of claim `uid` (`ref`: "<namespace>/<name>", for errors) with `devices`;
+// `channel_domains` holds the domain of each channel device (by domain UID).
+void PlanClaimSteps(
+    const StepEnv& env, const std::string& uid, const std::string& ref,
+    const std::vector<RecordedDevice>& devices,
+    const std::map<std::string, std::shared_ptr<const k8s::ComputeDomain>>& channel_domains,
+    ClaimPlan* plan);
+
+// The undo of each step kind of claim `uid`, by name.
+prepare::StepUndoers ClaimUndoers(const StepEnv& env, const std::string& uid);
+
+// `devices` with the CDI IDs the prepare wrote for them (a daemon device also gets the base
+// spec's device).
+std::vector<RecordedDevice> WithCdiIds(std::vector<RecordedDevice> devices,
+                                       const ClaimContext& context);
+
+// The steps of a record written without them, from its devices (applied when `completed`).
+std::vector<prepare::StepRecord> LegacySteps(const std::vector<RecordedDevice>& devices,
+                                             bool completed, bool host_managed);
+
+// The claim's recorded steps; LegacySteps of `record` for an entry without (readable) ones.
+std::vector<prepare::StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
+                                               const ClaimRecord& record, bool host_managed);
+
+}  // namespace dra::cdplugin
