@@ -9,6 +9,7 @@
 #include "lib/common/atomic_file.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/prepare/step_table.h"
 
 namespace dra::cdplugin {
 namespace {
@@ -196,54 +197,105 @@ absl::Status UndoNodeLabel(const StepEnv& env, const std::string& uid, const nlo
                   absl::StrCat("claim ", uid, ": remove the node label"));
 }
 
-absl::Status UndoNothing(const StepEnv& /*env*/, const std::string& /*uid*/,
-                         const nlohmann::json& /*undo*/) {
+using Kind = CdStepKind;
+using prepare::PlanSteps;
+using prepare::StepRecord;
+
+absl::Status UndoNothing(const CdUndoEnv& /*env*/, const StepRecord& /*record*/) {
   return absl::OkStatus();
 }
 
-// Every step kind with its undo (the PlanStep classes above make the plan).
-struct StepKind {
-  const char* name;
-  absl::Status (*undo)(const StepEnv& env, const std::string& uid, const nlohmann::json& undo);
-};
-constexpr StepKind kStepKinds[] = {
-    {kNodeLabelStep, UndoNodeLabel},
-    {kChannelStep, UndoNothing},
-    {kImexConfigStep, UndoNothing},
-    {kCdiSpecStep, UndoNothing},
-};
+// The kinds of step, in plan order. A plan function appends nothing when the claim does not need
+// the kind; every undo must succeed for a step never applied (plan.h).
+std::vector<Kind> MakeCdStepTable() {
+  std::vector<Kind> table;
+  table.push_back(Kind{
+      .names = {kNodeLabelStep},
+      .doc = {.when = "a channel device, driver-managed IMEX",
+              .external = true,
+              .resumable = true,
+              .apply = "the node label resource.nvidia.com/computeDomain=<cdUID> of the device's "
+                       "domain (retryable while another domain holds it)",
+              .undo = "remove it (only if it names that domain) unless another recorded, not "
+                      "aborted claim on the node has a channel of that domain; nothing in "
+                      "hostManaged mode"},
+      .plan =
+          [](const ClaimStepsInput& in, const StepEnv& env, ClaimContext& context, PlanSteps& out) {
+            if (env.host_imex != nullptr) return absl::OkStatus();
+            for (const RecordedDevice& d : in.devices) {
+              if (d.type != DeviceType::kChannel) continue;
+              out.push_back(std::make_unique<NodeLabelStep>(env, in.ref, d, &context));
+            }
+            return absl::OkStatus();
+          },
+      .undo = [](const CdUndoEnv& env,
+                 const StepRecord& r) { return UndoNodeLabel(*env.env, env.claim_uid, r.undo); }});
+  table.push_back(Kind{
+      .names = {kChannelStep},
+      .doc = {.when = "a channel device",
+              .resumable = true,
+              .apply =
+                  "driver-managed: this node's daemon must be Ready in the clique; hostManaged: "
+                  "the host's IMEX daemon must answer READY (`lib/cdplugin/host_imex.h`); "
+                  "then the channel's device nodes (none without a clique ID)",
+              .undo = "nothing"},
+      .plan =
+          [](const ClaimStepsInput& in, const StepEnv& env, ClaimContext& context, PlanSteps& out) {
+            for (const RecordedDevice& d : in.devices) {
+              if (d.type != DeviceType::kChannel) continue;
+              auto domain = in.channel_domains.find(d.domain_id);
+              out.push_back(std::make_unique<ChannelStep>(
+                  env, in.ref, d, &context,
+                  domain != in.channel_domains.end() ? domain->second : nullptr));
+            }
+            return absl::OkStatus();
+          },
+      .undo = UndoNothing});
+  table.push_back(Kind{
+      .names = {kImexConfigStep},
+      .doc = {.when = "a daemon device",
+              .resumable = true,
+              .apply = "the domain must be cached; `<data dir>/domains/<cdUID>/imexd.cfg.tmpl`; "
+                       "the daemon's edits (`lib/cdplugin/cdi_specs.h`)",
+              .undo = "nothing (the cleanup removes directories of domains that are gone)"},
+      .plan =
+          [](const ClaimStepsInput& in, const StepEnv& env, ClaimContext& context, PlanSteps& out) {
+            for (const RecordedDevice& d : in.devices) {
+              if (d.type == DeviceType::kChannel) continue;
+              out.push_back(std::make_unique<ImexConfigStep>(env, in.ref, d, &context));
+            }
+            return absl::OkStatus();
+          },
+      .undo = UndoNothing});
+  table.push_back(Kind{
+      .names = {kCdiSpecStep},
+      .doc = {.when = "always",
+              .resumable = true,
+              .apply = "write the claim's CDI spec with the edits above",
+              .undo = "nothing: unprepare removes the spec after the steps' undo, unconditionally"},
+      .plan =
+          [](const ClaimStepsInput& in, const StepEnv& env, ClaimContext& context, PlanSteps& out) {
+            out.push_back(std::make_unique<CdiSpecStep>(env, in.uid, &context));
+            return absl::OkStatus();
+          },
+      .undo = UndoNothing});
+  return table;
+}
 
 }  // namespace
 
-void PlanClaimSteps(
-    const StepEnv& env, const std::string& uid, const std::string& ref,
-    const std::vector<RecordedDevice>& devices,
-    const std::map<std::string, std::shared_ptr<const k8s::ComputeDomain>>& channel_domains,
-    ClaimPlan* plan) {
-  ClaimContext* context = &plan->context;
-  for (const RecordedDevice& d : devices) {
-    if (d.type != DeviceType::kChannel) {
-      plan->steps.push_back(std::make_unique<ImexConfigStep>(env, ref, d, context));
-      continue;
-    }
-    if (env.host_imex == nullptr) {
-      plan->steps.push_back(std::make_unique<NodeLabelStep>(env, ref, d, context));
-    }
-    auto domain = channel_domains.find(d.domain_id);
-    plan->steps.push_back(std::make_unique<ChannelStep>(
-        env, ref, d, context, domain != channel_domains.end() ? domain->second : nullptr));
-  }
-  plan->steps.push_back(std::make_unique<CdiSpecStep>(env, uid, context));
+const std::vector<CdStepKind>& CdStepTable() {
+  static const std::vector<CdStepKind>* const kTable =
+      new std::vector<CdStepKind>(MakeCdStepTable());
+  return *kTable;
+}
+
+absl::Status PlanClaimSteps(const ClaimStepsInput& in, const StepEnv& env, ClaimPlan* plan) {
+  return prepare::PlanFromTable(CdStepTable(), in, env, plan->context, plan->steps);
 }
 
 prepare::StepUndoers ClaimUndoers(const StepEnv& env, const std::string& uid) {
-  prepare::StepUndoers undoers;
-  for (const StepKind& kind : kStepKinds) {
-    undoers[kind.name] = [&env, uid, undo = kind.undo](const nlohmann::json& data) {
-      return undo(env, uid, data);
-    };
-  }
-  return undoers;
+  return prepare::UndoersFromTable(CdStepTable(), CdUndoEnv{.env = &env, .claim_uid = uid});
 }
 
 std::vector<RecordedDevice> WithCdiIds(std::vector<RecordedDevice> devices,
@@ -263,13 +315,17 @@ std::vector<prepare::StepRecord> LegacySteps(const std::vector<RecordedDevice>& 
   const prepare::StepState state =
       completed ? prepare::StepState::kApplied : prepare::StepState::kBegun;
   std::vector<prepare::StepRecord> out;
+  // The plan's order: the table's kinds, each over the devices.
   for (const RecordedDevice& d : devices) {
-    if (d.type != DeviceType::kChannel) {
-      out.push_back({kImexConfigStep, state, nullptr});
-      continue;
+    if (d.type == DeviceType::kChannel && !host_managed) {
+      out.push_back({kNodeLabelStep, state, {{"domain", d.domain_id}}});
     }
-    if (!host_managed) out.push_back({kNodeLabelStep, state, {{"domain", d.domain_id}}});
-    out.push_back({kChannelStep, state, nullptr});
+  }
+  for (const RecordedDevice& d : devices) {
+    if (d.type == DeviceType::kChannel) out.push_back({kChannelStep, state, nullptr});
+  }
+  for (const RecordedDevice& d : devices) {
+    if (d.type != DeviceType::kChannel) out.push_back({kImexConfigStep, state, nullptr});
   }
   out.push_back({kCdiSpecStep, state, nullptr});
   return out;

@@ -1,7 +1,8 @@
 #pragma once
 
-// The steps of a compute-domain claim's prepare (lib/prepare/plan.h), in one place. Per device of
-// the claim, in allocation order:
+// The steps of a compute-domain claim's prepare (lib/prepare/plan.h), as one table (CdStepTable,
+// lib/prepare/step_table.h): in plan order, each kind over the claim's devices in allocation
+// order:
 //
 //   nodeLabel   driver-managed channel devices: the node label
 //               resource.nvidia.com/computeDomain=<cdUID> (retryable while another domain holds
@@ -46,6 +47,7 @@
 #include "lib/driverroot/driver_root.h"
 #include "lib/k8s/objects_resource.h"
 #include "lib/prepare/plan.h"
+#include "lib/prepare/step_table.h"
 
 namespace dra::cdplugin {
 
@@ -85,15 +87,30 @@ struct ClaimPlan {
   prepare::PlanSteps steps;
 };
 
-// Plans the steps of claim `uid` (`ref`: "<namespace>/<name>", for errors) with `devices`;
-// `channel_domains` holds the domain of each channel device (by domain UID).
-void PlanClaimSteps(
-    const StepEnv& env, const std::string& uid, const std::string& ref,
-    const std::vector<RecordedDevice>& devices,
-    const std::map<std::string, std::shared_ptr<const k8s::ComputeDomain>>& channel_domains,
-    ClaimPlan* plan);
+// What DeviceState planned for one claim (no side effect yet).
+struct ClaimStepsInput {
+  std::string uid;
+  std::string ref;  // "<namespace>/<name>", for errors
+  std::vector<RecordedDevice> devices;
+  // The domain of each channel device, by domain UID.
+  std::map<std::string, std::shared_ptr<const k8s::ComputeDomain>> channel_domains;
+};
 
-// The undo of each step kind of claim `uid`, by name.
+// What an undo consults besides its record.
+struct CdUndoEnv {
+  const StepEnv* env = nullptr;
+  std::string claim_uid;
+};
+
+using CdStepKind = prepare::StepKind<ClaimStepsInput, StepEnv, ClaimContext, CdUndoEnv>;
+
+// The compute-domain plugin's kinds of step, in plan order (each kind over the claim's devices).
+const std::vector<CdStepKind>& CdStepTable();
+
+// The plan: each kind's steps, in table order, as the claim needs them.
+absl::Status PlanClaimSteps(const ClaimStepsInput& in, const StepEnv& env, ClaimPlan* plan);
+
+// The undo of each step kind of claim `uid`, by name; `env` must outlive them.
 prepare::StepUndoers ClaimUndoers(const StepEnv& env, const std::string& uid);
 
 // `devices` with the CDI IDs the prepare wrote for them (a daemon device also gets the base

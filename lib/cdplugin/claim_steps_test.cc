@@ -182,5 +182,46 @@ TEST_F(StepsTest, AFailedLabelRemovalLeavesThePreparedClaimWhole) {
   EXPECT_EQ(PhaseOf("c1"), std::nullopt);
 }
 
+TEST(CdStepTableTest, NamesUniqueAndEveryRecordedNameHasAnUndoer) {
+  EXPECT_TRUE(prepare::CheckStepTable(CdStepTable()).ok());
+  const StepEnv env;
+  const prepare::StepUndoers undoers = ClaimUndoers(env, "c1");
+  const std::vector<RecordedDevice> devices = {
+      {.device = "channel-0", .type = DeviceType::kChannel, .domain_id = "cd-1"},
+      {.device = "daemon-0", .type = DeviceType::kDaemon, .domain_id = "cd-1"}};
+  for (const StepRecord& r : LegacySteps(devices, /*completed=*/true, /*host_managed=*/false)) {
+    EXPECT_EQ(undoers.count(r.name), 1u) << r.name;
+  }
+}
+
+TEST_F(StepsTest, PlannedStepsAreWhatTheTableSays) {
+  api_.AddDomain("cd-1", "driver-ns", "d");
+  const StepEnv env{.host_imex = nullptr};
+  ClaimPlan plan;
+  ASSERT_TRUE(
+      PlanClaimSteps(
+          {.uid = "c1",
+           .ref = "driver-ns/claim-c1",
+           .devices = {{.device = "channel-0", .type = DeviceType::kChannel, .domain_id = "cd-1"},
+                       {.device = "daemon-0", .type = DeviceType::kDaemon, .domain_id = "cd-1"}},
+           .channel_domains = {{"cd-1", api_.FindDomain("cd-1")}}},
+          env, &plan)
+          .ok());
+  std::vector<std::string> names;
+  for (const auto& step : plan.steps) {
+    names.push_back(step->name());
+    bool found = false;
+    for (const CdStepKind& kind : CdStepTable()) {
+      if (kind.names[0] != step->name()) continue;
+      found = true;
+      EXPECT_EQ(step->external(), kind.doc.external) << step->name();
+      EXPECT_EQ(step->resumable(), kind.doc.resumable) << step->name();
+      EXPECT_EQ(step->best_effort(), kind.doc.best_effort) << step->name();
+    }
+    EXPECT_TRUE(found) << step->name();
+  }
+  EXPECT_THAT(names, ElementsAre(kNodeLabelStep, kChannelStep, kImexConfigStep, kCdiSpecStep));
+}
+
 }  // namespace
 }  // namespace dra::cdplugin

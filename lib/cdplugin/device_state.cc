@@ -247,7 +247,9 @@ absl::StatusOr<std::vector<kubeletplugin::PreparedDevice>> DeviceState::Prepare(
 
   const StepEnv env = Env();
   ClaimPlan plan;
-  PlanClaimSteps(env, uid, ref, devices, channel_domains, &plan);
+  RETURN_IF_ERROR(PlanClaimSteps(
+      {.uid = uid, .ref = ref, .devices = devices, .channel_domains = std::move(channel_domains)},
+      env, &plan));
   ClaimJournal journal(checkpoint_,
                        checkpoint::PreparedClaim{.uid = uid,
                                                  .namespace_name = claim.metadata.namespace_name,

@@ -7,15 +7,17 @@
 //   1. a PrepareCompleted claim returns its recorded devices; a PrepareAborted claim with the
 //      same allocation is a permanent error ("stale prepare"); no allocation is permanent;
 //   2. the configs (claim_configs.h; errors permanent);
-//   3. (planning, no side effect) channel devices: the ComputeDomain must be in the informer cache and in the claim's
-//      namespace (permanent otherwise); daemon devices: the claim must be in the driver
-//      namespace (permanent otherwise: the device hands out the domain's IMEX directory and the
-//      fabric-imex-mgmt capability, which only the driver's IMEX DaemonSets may have);
+//   3. (planning, no side effect) channel devices: the ComputeDomain must be in the informer
+//      cache and in the claim's namespace (permanent otherwise); daemon devices: the claim must
+//      be in the driver namespace (permanent otherwise: the device hands out the domain's IMEX
+//      directory and the fabric-imex-mgmt capability, which only the driver's IMEX DaemonSets
+//      may have);
 //   4. checkpoint, in one read-modify-write (the first write of the step journal): no device of
 //      the claim may be held by another PrepareCompleted claim (retryable: "channel 0 already
 //      allocated by claim <uid> (according to checkpoint)"); the claim is recorded PrepareStarted
 //      with its devices (and the steps an unfinished earlier prepare recorded);
-//   5. the steps of claim_steps.h on the prepare engine (lib/prepare/plan.h), per device:
+//   5. the steps of claim_steps.h on the prepare engine (lib/prepare/plan.h), each kind over the
+//      claim's devices:
 //      driver-managed channel devices: nodeLabel (the node label
 //      resource.nvidia.com/computeDomain=<cdUID>; retryable while another domain holds it), then
 //      channel (this node's daemon must be Ready in the clique, retryable "not ready"; edits:
