@@ -35,7 +35,7 @@ TARGETS=(
   "k8s_kubeconfig lib/k8s/k8s_kubeconfig_fuzzer lib/k8s/fuzz_corpus/kubeconfig"
   "k8s_typed_objects lib/k8s/k8s_typed_objects_fuzzer lib/k8s/fuzz_corpus/typed"
   "http_request lib/httpserver/http_request_fuzzer lib/httpserver/fuzz_corpus_http_request"
-  "gpu_checkpoint_records lib/gpu/gpu_checkpoint_records_fuzzer lib/gpu/fuzz_corpus/records"
+  "gpu_checkpoint_records lib/gpuplugin/prepare/gpu_checkpoint_records_fuzzer lib/gpuplugin/prepare/fuzz_corpus/records"
   "cddaemon_imex_files lib/cddaemon/cddaemon_imex_files_fuzzer lib/cddaemon/fuzz_corpus/imex_files"
   "cdplugin_claim_records lib/cdplugin/cdplugin_claim_records_fuzzer lib/cdplugin/fuzz_corpus/claim_records"
 )

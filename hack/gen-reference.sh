@@ -5,7 +5,7 @@
 # lib/common/flags.h) and the chart's templates (which value each container's environment
 # variables and arguments come from). The file is never edited by hand. It also writes the GPU
 # plugin's table of prepare steps (`gpu-kubelet-plugin --help-steps-markdown`, from
-# lib/gpu/claim_steps.cc's GpuStepTable) into docs/prepare-flow.md, between the lines
+# lib/gpuplugin/prepare/claim_steps.cc's GpuStepTable) into docs/prepare-flow.md, between the lines
 # "<!-- BEGIN generated: gpu-kubelet-plugin --help-steps-markdown -->" and "<!-- END generated -->".
 #
 # Usage: hack/gen-reference.sh [--check] [BUILD_DIR]   (BUILD_DIR: default build/default)

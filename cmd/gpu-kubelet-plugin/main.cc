@@ -1,8 +1,9 @@
 // gpu-kubelet-plugin: the kubelet plugin of the gpu.nvidia.com DRA driver. Flags and wiring only;
-// the work is in lib/gpu (plugin_app.h).
+// the work is in lib/gpuplugin (app/plugin_app.h).
 // `gpu-kubelet-plugin export-go-checkpoint [flags]` is the way back to the public Go driver
 // instead: run on a node whose plugin has stopped, it writes the node's checkpoint in the Go
-// driver's format where that driver reads it (lib/gpu/go_export.h, docs/compatibility.md).
+// driver's format where that driver reads it (lib/gpuplugin/record/go_export.h,
+// docs/compatibility.md).
 
 #include <malloc.h>
 
@@ -19,10 +20,10 @@
 #include "lib/common/feature_gates.h"
 #include "lib/common/flags.h"
 #include "lib/common/signals.h"
-#include "lib/gpu/claim_steps.h"
-#include "lib/gpu/go_export.h"
-#include "lib/gpu/plugin_app.h"
-#include "lib/gpu/plugin_metrics.h"
+#include "lib/gpuplugin/app/plugin_app.h"
+#include "lib/gpuplugin/app/plugin_metrics.h"
+#include "lib/gpuplugin/prepare/claim_steps.h"
+#include "lib/gpuplugin/record/go_export.h"
 #include "lib/kubeletplugin/plugin_host.h"
 #include "lib/metrics/metrics.h"
 

@@ -19,7 +19,8 @@ namespace dra::api::internal {
 // ---- sharing pieces shared by GpuConfig and MigDeviceConfig (sharing.cc) ----
 //
 // Both kinds decode `sharing.timeSlicingConfig` and `sharing.mpsConfig` with the same rules and
-// messages; what a MigDeviceConfig's interval means at prepare is in lib/gpu/time_slicing.h.
+// messages; what a MigDeviceConfig's interval means at prepare is in
+// lib/gpuplugin/timeslicing/time_slicing.h.
 
 // `sharing.strategy`: required; exactly "TimeSlicing" or "MPS".
 absl::StatusOr<SharingStrategy> DecodeStrategy(const StrictObject& sharing);

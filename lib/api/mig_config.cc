@@ -15,7 +15,7 @@ absl::StatusOr<MigDeviceConfig> DecodeMigDeviceConfig(const nlohmann::json& root
   const nlohmann::json* j = obj.Get("sharing");
   if (j == nullptr) return config;
   // The same fields and rules as GpuConfig.sharing; the interval applies to the parent GPU
-  // (lib/gpu/time_slicing.h).
+  // (lib/gpuplugin/timeslicing/time_slicing.h).
   ASSIGN_OR_RETURN(
       StrictObject sharing,
       StrictObject::Open(*j, "sharing", {"strategy", "timeSlicingConfig", "mpsConfig"}));

@@ -80,8 +80,8 @@ struct GpuSharing {
 };
 
 // MigDeviceConfig.sharing. A MIG device has no time-slice of its own: the interval of
-// timeSlicingConfig is set on its parent GPU (lib/gpu/time_slicing.h). Unlike GpuConfig's,
-// timeSlicingConfig stays absent after Normalize when not given (then nothing is set).
+// timeSlicingConfig is set on its parent GPU (lib/gpuplugin/timeslicing/time_slicing.h). Unlike
+// GpuConfig's, timeSlicingConfig stays absent after Normalize when not given (then nothing is set).
 struct MigDeviceSharing {
   SharingStrategy strategy = SharingStrategy::kTimeSlicing;  // "strategy" (required)
   std::optional<TimeSlicingConfig> time_slicing_config;      // "timeSlicingConfig"

@@ -38,7 +38,7 @@
 //      or the parse error with its byte offset);
 //   3. an empty checkpoint (current boot ID) is written and the operation goes on with it (what
 //      can be rebuilt from elsewhere, such as the CDI specs on disk, is the caller's to rebuild:
-//      lib/gpu/rebuild.h);
+//      lib/gpuplugin/prepare/rebuild.h);
 //   4. a CorruptionReport goes to Options::on_corruption (for a Kubernetes Event and a metric),
 //      and the one found by Open is also kept in open_corruption().
 // This applies to every read (Open, Get, List, Update). A file with a *newer* format version is
@@ -132,8 +132,8 @@ struct CheckpointOptions {
   // not empty and differs from the current one), with the claims it drops, under the file lock
   // and before the checkpoint with the current boot ID is written. For what must go with the
   // records: the claims' CDI specs, which would otherwise be taken for claims still prepared
-  // (lib/gpu/rebuild.h). An error fails Open and leaves the file as it was, so that the next Open
-  // finds the reboot again.
+  // (lib/gpuplugin/prepare/rebuild.h). An error fails Open and leaves the file as it was, so that
+  // the next Open finds the reboot again.
   std::function<absl::Status(const ClaimMap& dropped)> on_reboot;
 };
 

@@ -36,7 +36,7 @@ class CheckpointTest : public ::testing::Test {
     options_.clock = &clock_;
     options_.on_corruption = [this](const CorruptionReport& r) { reports_.push_back(r); };
     options_.on_adoption = [this](const AdoptionReport& r) { adoptions_.push_back(r); };
-    // Stands in for lib/gpu's conversion: wraps the Go groups so the tests can see them.
+    // Stands in for lib/gpuplugin's conversion: wraps the Go groups so the tests can see them.
     options_.convert_go_devices = [](const std::string& uid, const Json& go_devices,
                                      const Json& allocation) -> absl::StatusOr<Json> {
       if (uid == "unconvertible") return absl::InvalidArgumentError("no such device type");

@@ -21,7 +21,7 @@
 // may render differently from Go's.
 //
 // The device list of a claim ("preparedDevices": groups of devices with their "configState") is
-// returned as it is: what it means is for the caller (lib/gpu) to decide.
+// returned as it is: what it means is for the caller (lib/gpuplugin) to decide.
 
 #include <cstdint>
 #include <map>

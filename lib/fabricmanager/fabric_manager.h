@@ -4,7 +4,7 @@
 // docs/fabric-manager.md). On NVSwitch systems the Fabric Manager (FM) service groups the GPUs
 // into partitions (sets of GPU module IDs) that must be activated before their NVLinks carry
 // traffic. The plugin activates the partition whose GPUs are exactly a claim's GPUs at prepare and
-// deactivates it at unprepare (lib/gpu/fabric_step.h).
+// deactivates it at unprepare (lib/gpuplugin/fabric/fabric_step.h).
 //
 //   if (fm::HasFabricManagerFabric(host_root)) {
 //     ASSIGN_OR_RETURN(auto fm, fm::NvfmLibrary::Open("/driver-root",

@@ -5,10 +5,10 @@
 // so that a failure, a retried prepare, an unprepare or the cleanup can finish or undo it from the
 // record alone (docs/architecture.md "Prepare as a plan of steps").
 //
-//   PlanSteps steps = ...;                        // e.g. lib/gpu/claim_steps.h's GpuClaimSteps
-//   StepEngine engine{&journal, &undoers};        // journal: the claim's checkpoint entry
-//   RETURN_IF_ERROR(engine.Run(recorded, steps, deadline));   // prepare (recorded: a retry's)
-//   RETURN_IF_ERROR(engine.UndoAll(recorded));                // unprepare
+//   PlanSteps steps = ...;                        // e.g. lib/gpuplugin/prepare/claim_steps.h's
+//   GpuClaimSteps StepEngine engine{&journal, &undoers};        // journal: the claim's checkpoint
+//   entry RETURN_IF_ERROR(engine.Run(recorded, steps, deadline));   // prepare (recorded: a
+//   retry's) RETURN_IF_ERROR(engine.UndoAll(recorded));                // unprepare
 //
 // The record is a list of StepRecord (name, state, the data its Undo needs), in plan order.
 //

@@ -246,7 +246,7 @@ while read -r minor; do
 done < <(grep -o '"minor":[[:space:]]*[0-9]*' "$profile" | grep -o '[0-9]*$')
 
 # <dir>/sys: the PCI topology of the profile's GPUs, as the kernel lays it out, for the plugin's
-# --sys-root (resource.kubernetes.io/pcieRoot and numaNode; lib/gpu/sysfs.h). Derived from each
+# --sys-root (resource.kubernetes.io/pcieRoot and numaNode; lib/gpuplugin/inventory/sysfs.h). Derived from each
 # bus id DDDD:BB:dd.f: a GPU on bus BB > 0 sits behind the root port DDDD:(BB-1):00.0 of root
 # complex pciDDDD:(BB-1); on bus 00 (a VM's flat bus) directly under pciDDDD:00. NUMA node: -1
 # (no affinity, as in a VM) on bus 00, 1 for domains >= 0x10 or buses >= 0x80 (the second

@@ -144,9 +144,10 @@ TEST_F(NvidiaSmiTest, ComputeModeAndTimesliceArePersisted) {
   EXPECT_THAT(reset, ContainsRegex("Compute Timeslice +: Default"));
 }
 
-// The product sets a MIG device's time-slice interval on its parent GPU (lib/gpu/time_slicing.h):
-// the fake takes compute-policy on a MIG-enabled GPU by the GPU's UUID, and, as for any id it does
-// not know as a GPU, refuses a MIG device's UUID ("No devices were found", exit 6).
+// The product sets a MIG device's time-slice interval on its parent GPU
+// (lib/gpuplugin/timeslicing/time_slicing.h): the fake takes compute-policy on a MIG-enabled GPU by
+// the GPU's UUID, and, as for any id it does not know as a GPU, refuses a MIG device's UUID ("No
+// devices were found", exit 6).
 TEST_F(NvidiaSmiTest, TimesliceOnAMigEnabledGpuIsTheGpusSetting) {
   Make("a100-mig-4x");
   const std::string listing = Smi({"-L"}).output;

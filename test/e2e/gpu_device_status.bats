@@ -4,7 +4,7 @@
 # (data.uuid = what `nvidia-smi -L` prints in the container, data.productName; for MIG the parent
 # UUID and the profile) with a Ready condition, written by the plugin's own field manager; the
 # plugin removes its entries when it unprepares the claim. Both happen in the background, shortly
-# after the kubelet's call returned (lib/gpu/device_status_queue.h), so the test waits for them.
+# after the kubelet's call returned (lib/gpuplugin/status/device_status_queue.h), so the test waits for them.
 # Node 1: mock h100-8x; node 2: a100-mig-4x. Run through run.sh.
 
 setup_file() {
@@ -68,7 +68,7 @@ assert_entry() {
   uuid=$(gpu_uuids pod1)
   dev=$(allocated shared-gpu)
   # The plugin writes the entries in the background after its prepare returned
-  # (lib/gpu/device_status_queue.h): usually before the container runs, but not necessarily.
+  # (lib/gpuplugin/status/device_status_queue.h): usually before the container runs, but not necessarily.
   wait_for 15 "the device status of shared-gpu" assert_entry shared-gpu "${dev#*/}" "$uuid" "$GPU_NODE"
   [[ $(jq -r .data.productName <<<"$(our_entries shared-gpu)") == "NVIDIA H100"* ]]
   before=$(removals "$GPU_NODE")

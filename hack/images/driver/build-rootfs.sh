@@ -77,7 +77,7 @@ cp /bin/busybox "$out/usr/bin/busybox"
 for applet in $(/bin/busybox --list); do
   [[ -e $out/usr/bin/$applet || $applet == busybox ]] || ln -s busybox "$out/usr/bin/$applet"
 done
-# The VFIO steps run host programs as /usr/sbin/chroot <host root> ... (lib/gpu/vfio_bind.cc),
+# The VFIO steps run host programs as /usr/sbin/chroot <host root> ... (lib/gpuplugin/vfio/vfio_bind.cc),
 # busybox's chroot at its usual path (test/e2e/gpu_vfio.bats found it missing).
 ln -sfn ../bin/busybox "$out/usr/sbin/chroot"
 

@@ -1,9 +1,9 @@
 #pragma once
 
-// A fake host for VFIO passthrough tests (lib/gpu/vfio_pci.h, vfio_bind.h): a host root tree with
-// NVIDIA GPUs under sys/bus/pci/devices, the nvidia driver bound, IOMMU groups, modules.alias, and
-// fake `modprobe` and `fuser` programs in usr/sbin; plus a SysfsWriter whose driver_override,
-// bind and unbind files behave like the kernel's:
+// A fake host for VFIO passthrough tests (lib/gpuplugin/vfio/vfio_pci.h, vfio_bind.h): a host root
+// tree with NVIDIA GPUs under sys/bus/pci/devices, the nvidia driver bound, IOMMU groups,
+// modules.alias, and fake `modprobe` and `fuser` programs in usr/sbin; plus a SysfsWriter whose
+// driver_override, bind and unbind files behave like the kernel's:
 //
 //   devices/<bdf>/driver_override  "\n" clears it; anything else names the only driver that may
 //                                  bind the device.
@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/gpu/vfio_bind.h"
+#include "lib/gpuplugin/vfio/vfio_bind.h"
 
 namespace dra::testing {
 
