@@ -213,6 +213,28 @@ TEST_F(FabricPartitionTest, NoMatchingPartitionFailsWithNothingChanged) {
   EXPECT_FALSE(std::filesystem::exists(cdi_->PathFor("uid-1")));
 }
 
+// The fabric check comes after the configs and the device plan and before the checks against
+// other claims: a claim whose GPUs match no partition and overlap another claim's reports the
+// partition, with nothing changed.
+TEST_F(FabricPartitionTest, NoMatchingPartitionIsReportedBeforeAnOverlap) {
+  ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-0", "gpu-1"})).ok());
+  auto devices = state_->Prepare(Claim("uid-2", {"gpu-0", "gpu-2", "gpu-1"}));
+  ASSERT_FALSE(devices.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(devices.status())) << devices.status();
+  EXPECT_THAT(devices.status().message(),
+              HasSubstr("fabric manager: GPU module set [1 2 3] does not match any FM partition; "
+                        "refusing partition activation"));
+  EXPECT_THAT(devices.status().message(), Not(HasSubstr("uid-1")));
+  EXPECT_EQ(Active(), (std::vector<unsigned int>{3}));
+  EXPECT_EQ(Count("fmActivateFabricPartition"), 1);  // uid-1's
+  EXPECT_FALSE(Record("uid-2"));
+  // Without the fabric mismatch the same overlap is what fails.
+  auto overlap = state_->Prepare(Claim("uid-3", {"gpu-0", "gpu-1"}));
+  ASSERT_FALSE(overlap.ok());
+  EXPECT_THAT(overlap.status().message(), Not(HasSubstr("fabric manager")));
+  EXPECT_THAT(overlap.status().message(), HasSubstr("uid-1"));
+}
+
 TEST_F(FabricPartitionTest, RetriedPrepareIsIdempotentAndAnActivePartitionIsKept) {
   ASSERT_TRUE(fm_->Activate(4).ok());  // GPUs 3, 4: active before the claim (FM's own reasons)
   ASSERT_TRUE(state_->Prepare(Claim("uid-1", {"gpu-2", "gpu-3"})).ok());
