@@ -3,14 +3,16 @@
 # value that sets it and its default, the feature gates, and the metrics a binary serves, from the
 # code itself (each binary's unlisted `--help-markdown` and `--help-metrics-markdown`,
 # lib/common/flags.h) and the chart's templates (which value each container's environment
-# variables and arguments come from). The file is never edited by hand. It also writes the GPU
-# plugin's table of prepare steps (`gpu-kubelet-plugin --help-steps-markdown`, from
-# lib/gpuplugin/prepare/claim_steps.cc's GpuStepTable) into docs/prepare-flow.md, between the lines
-# "<!-- BEGIN generated: gpu-kubelet-plugin --help-steps-markdown -->" and "<!-- END generated -->".
+# variables and arguments come from). The file is never edited by hand. It also writes each
+# kubelet plugin's table of prepare steps (`<plugin> --help-steps-markdown`) into its doc, between
+# the lines "<!-- BEGIN generated: <plugin> --help-steps-markdown -->" and
+# "<!-- END generated -->": gpu-kubelet-plugin's (GpuStepTable,
+# lib/gpuplugin/prepare/claim_steps.cc) into docs/prepare-flow.md, compute-domain-kubelet-plugin's
+# (CdStepTable, lib/cdplugin/claim_steps.cc) into docs/compute-domains.md.
 #
 # Usage: hack/gen-reference.sh [--check] [BUILD_DIR]   (BUILD_DIR: default build/default)
-#   without --check: writes docs/reference.md and the steps table of docs/prepare-flow.md;
-#   --check: writes nothing, exits 1 (with the diff) when either differs from what it would
+#   without --check: writes docs/reference.md and the steps tables;
+#   --check: writes nothing, exits 1 (with the diff) when any of them differs from what it would
 #            write. A step of hack/static-checks.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -257,13 +259,20 @@ fill_section() {
   ' "$file" || { echo "gen-reference: $file: no '<!-- END generated -->' after '$begin'" >&2; return 1; }
 }
 
-STEPS_OUT=docs/prepare-flow.md
+# The steps tables: "BINARY DOC" pairs; each DOC's section for BINARY is written from it.
+STEPS=(
+  "gpu-kubelet-plugin docs/prepare-flow.md"
+  "compute-domain-kubelet-plugin docs/compute-domains.md"
+)
 tmp=$(mktemp)
-steps_tmp=$(mktemp)
-trap 'rm -f "$tmp" "$steps_tmp"' EXIT
+steps_dir=$(mktemp -d)
+trap 'rm -rf "$tmp" "$steps_dir"' EXIT
 generate | cat -s >"$tmp"
-"$(bin gpu-kubelet-plugin)" --help-steps-markdown |
-  fill_section "$STEPS_OUT" "gpu-kubelet-plugin --help-steps-markdown" >"$steps_tmp"
+for pair in "${STEPS[@]}"; do
+  read -r b doc <<<"$pair"
+  "$(bin "$b")" --help-steps-markdown |
+    fill_section "$doc" "$b --help-steps-markdown" >"$steps_dir/$b"
+done
 if ((${#unread[@]})); then
   printf 'gen-reference: %s\n' "${unread[@]}" >&2
   exit 1
@@ -282,14 +291,20 @@ if ((CHECK)); then
     echo "gen-reference: $OUT is not what hack/gen-reference.sh generates (diff above); run it" >&2
     rc=1
   fi
-  if ! diff -u "$STEPS_OUT" "$steps_tmp"; then
-    echo "gen-reference: the steps table of $STEPS_OUT is not what hack/gen-reference.sh" \
-      "generates (diff above); run it" >&2
-    rc=1
-  fi
+  for pair in "${STEPS[@]}"; do
+    read -r b doc <<<"$pair"
+    if ! diff -u "$doc" "$steps_dir/$b"; then
+      echo "gen-reference: the steps table of $doc is not what hack/gen-reference.sh" \
+        "generates (diff above); run it" >&2
+      rc=1
+    fi
+  done
   exit "$rc"
 fi
 cp "$tmp" "$OUT"
 echo "gen-reference: wrote $OUT"
-cp "$steps_tmp" "$STEPS_OUT"
-echo "gen-reference: wrote the steps table of $STEPS_OUT"
+for pair in "${STEPS[@]}"; do
+  read -r b doc <<<"$pair"
+  cp "$steps_dir/$b" "$doc"
+  echo "gen-reference: wrote the steps table of $doc"
+done

@@ -3,6 +3,7 @@
 // lib/cdplugin (plugin_app.h).
 
 #include "lib/api/driver_gates.h"
+#include "lib/cdplugin/claim_steps.h"
 #include "lib/cdplugin/plugin_app.h"
 #include "lib/common/feature_gates.h"
 #include "lib/common/flags.h"
@@ -80,5 +81,6 @@ int main(int argc, char** argv) {
              dra::metrics::Registry registry;
              dra::kubeletplugin::PluginHost::DescribeMetrics(&registry);
              return dra::metrics::DescribeMarkdown(registry);
-           }});
+           },
+       .steps_markdown = [] { return dra::cdplugin::CdStepTableMarkdown(); }});
 }

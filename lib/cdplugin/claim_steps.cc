@@ -211,14 +211,15 @@ std::vector<Kind> MakeCdStepTable() {
   std::vector<Kind> table;
   table.push_back(Kind{
       .names = {kNodeLabelStep},
-      .doc = {.when = "a channel device, driver-managed IMEX",
+      .doc = {.when = "per channel device, `--imex-mode=driverManaged`",
               .external = true,
               .resumable = true,
-              .apply = "the node label resource.nvidia.com/computeDomain=<cdUID> of the device's "
-                       "domain (retryable while another domain holds it)",
-              .undo = "remove it (only if it names that domain) unless another recorded, not "
-                      "aborted claim on the node has a channel of that domain; nothing in "
-                      "hostManaged mode"},
+              .apply = "set the node label `resource.nvidia.com/computeDomain=<cdUID>` of the "
+                       "device's ComputeDomain (`lib/cdplugin/domain_api.h`); retryable while "
+                       "the label names another domain, since a node serves one at a time",
+              .undo = "remove the label, if it names the recorded domain and no other "
+                      "recorded, not aborted claim on the node has a channel of that domain; "
+                      "nothing when the plugin runs with `--imex-mode=hostManaged`"},
       .plan =
           [](const ClaimStepsInput& in, const StepEnv& env, ClaimContext& context, PlanSteps& out) {
             if (env.host_imex != nullptr) return absl::OkStatus();
@@ -232,12 +233,17 @@ std::vector<Kind> MakeCdStepTable() {
                  const StepRecord& r) { return UndoNodeLabel(*env.env, env.claim_uid, r.undo); }});
   table.push_back(Kind{
       .names = {kChannelStep},
-      .doc = {.when = "a channel device",
+      .doc = {.when = "per channel device",
               .resumable = true,
               .apply =
-                  "driver-managed: this node's daemon must be Ready in the clique; hostManaged: "
-                  "the host's IMEX daemon must answer READY (`lib/cdplugin/host_imex.h`); "
-                  "then the channel's device nodes (none without a clique ID)",
+                  "a readiness check, then the channel's CDI edits (`lib/cdplugin/cdi_specs.h`); "
+                  "changes nothing on the node. driverManaged: this node's IMEX daemon must "
+                  "be Ready in the domain's clique (retryable), then the device node "
+                  "`/dev/nvidia-caps-imex-channels/channel0` (every channel's with "
+                  "allocationMode All). hostManaged: the host's IMEX daemon must answer "
+                  "READY (`lib/cdplugin/host_imex.h`; retryable), then the allocated "
+                  "channel's device node. A node without a clique ID gets no device node "
+                  "(and in hostManaged mode no check)",
               .undo = "nothing"},
       .plan =
           [](const ClaimStepsInput& in, const StepEnv& env, ClaimContext& context, PlanSteps& out) {
@@ -253,11 +259,14 @@ std::vector<Kind> MakeCdStepTable() {
       .undo = UndoNothing});
   table.push_back(Kind{
       .names = {kImexConfigStep},
-      .doc = {.when = "a daemon device",
+      .doc = {.when = "per daemon device",
               .resumable = true,
-              .apply = "the domain must be cached; `<data dir>/domains/<cdUID>/imexd.cfg.tmpl`; "
-                       "the daemon's edits (`lib/cdplugin/cdi_specs.h`)",
-              .undo = "nothing (the cleanup removes directories of domains that are gone)"},
+              .apply = "the device's ComputeDomain must be in the plugin's cache (retryable); "
+                       "write `<data dir>/domains/<cdUID>/imexd.cfg.tmpl` (directory 0755, file "
+                       "0644, atomically; `lib/cdplugin/imex_config_template.h`) and collect the "
+                       "daemon's CDI edits (`lib/cdplugin/cdi_specs.h`); the plugin's own files",
+              .undo = "nothing: the directory stays, since a new daemon pod of the same domain "
+                      "may be starting; the cleanup removes those of domains that are gone"},
       .plan =
           [](const ClaimStepsInput& in, const StepEnv& env, ClaimContext& context, PlanSteps& out) {
             for (const RecordedDevice& d : in.devices) {
@@ -271,8 +280,14 @@ std::vector<Kind> MakeCdStepTable() {
       .names = {kCdiSpecStep},
       .doc = {.when = "always",
               .resumable = true,
-              .apply = "write the claim's CDI spec with the edits above",
-              .undo = "nothing: unprepare removes the spec after the steps' undo, unconditionally"},
+              .apply = "write the claim's CDI spec "
+                       "(`<cdi root>/k8s.compute-domain.nvidia.com-claim_<claim uid>.json`, "
+                       "atomically) with one CDI device per device that has edits from the steps "
+                       "before, or remove it when none has; the plugin's own file",
+              .undo = "nothing here: unprepare removes the spec once the steps' undo "
+                      "succeeded, whether or not this step was recorded (a crash during the "
+                      "write leaves a spec that no record names), so that an undo that fails "
+                      "leaves the prepared claim whole"},
       .plan =
           [](const ClaimStepsInput& in, const StepEnv& env, ClaimContext& context, PlanSteps& out) {
             out.push_back(std::make_unique<CdiSpecStep>(env, in.uid, &context));
@@ -297,6 +312,8 @@ absl::Status PlanClaimSteps(const ClaimStepsInput& in, const StepEnv& env, Claim
 prepare::StepUndoers ClaimUndoers(const StepEnv& env, const std::string& uid) {
   return prepare::UndoersFromTable(CdStepTable(), CdUndoEnv{.env = &env, .claim_uid = uid});
 }
+
+std::string CdStepTableMarkdown() { return prepare::StepTableMarkdown(CdStepTable()); }
 
 std::vector<RecordedDevice> WithCdiIds(std::vector<RecordedDevice> devices,
                                        const ClaimContext& context) {

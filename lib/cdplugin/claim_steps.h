@@ -1,30 +1,13 @@
 #pragma once
 
-// The steps of a compute-domain claim's prepare (lib/prepare/plan.h), as one table (CdStepTable,
-// lib/prepare/step_table.h): in plan order, each kind over the claim's devices in allocation
-// order:
+// The steps of a compute-domain claim's prepare (lib/prepare/plan.h): one table, CdStepTable,
+// whose entries (lib/prepare/step_table.h) name, document, plan and undo each kind of step, in
+// plan order, each kind over the claim's devices in allocation order. PlanClaimSteps and
+// ClaimUndoers come from it, and so does the step table of docs/compute-domains.md "Prepare"
+// (compute-domain-kubelet-plugin --help-steps-markdown, hack/gen-reference.sh): what each step
+// does, when it is planned, and how it is undone is written there, not here.
 //
-//   nodeLabel   driver-managed channel devices: the node label
-//               resource.nvidia.com/computeDomain=<cdUID> (retryable while another domain holds
-//               it). External, resumable. Undo data {"domain": "<cdUID>"}. Undo: remove the label
-//               (only if it names that domain) unless another recorded, not aborted claim on this
-//               node has a channel of that domain; nothing in hostManaged mode.
-//   channel     channel devices: a check, then the device's edits. Driver-managed: this node's
-//               daemon must be Ready in the clique (retryable "not ready"); the channel device
-//               nodes (allocationMode All: every channel). hostManaged: on a node with a clique ID
-//               the host's IMEX daemon must answer READY (host_imex.h; retryable), then the
-//               allocated channel's one device node. No clique ID: no edits (the claim gets no
-//               CDI device). Changes nothing, resumable. Undo: nothing.
-//   imexConfig  daemon devices: the domain must be cached (retryable); <data dir>/domains/<cdUID>/
-//               (0755) gets imexd.cfg.tmpl (0644, atomically); the edits per cdi_specs.h. The
-//               plugin's own files, resumable. Undo: nothing (the directory is kept: a new daemon
-//               pod of the same domain may be starting; the cleanup removes those of domains that
-//               are gone).
-// Then, once:
-//   cdiSpec     the claim's CDI spec from the edits above. The plugin's own file, resumable. Undo:
-//               nothing here: Unprepare removes the spec after the steps' undo, unconditionally
-//               (a crash during its write leaves a spec that no record names), so that an undo
-//               that fails leaves a prepared claim whole.
+// Recorded undo data: {"domain": "<cdUID>"} for nodeLabel, none for the others.
 //
 // Every step is resumable: a failed prepare leaves the claim PrepareStarted with what it recorded
 // (the kubelet retries, or unprepares: device_state.h), as the plugin did before it had steps.
@@ -106,6 +89,9 @@ using CdStepKind = prepare::StepKind<ClaimStepsInput, StepEnv, ClaimContext, CdU
 
 // The compute-domain plugin's kinds of step, in plan order (each kind over the claim's devices).
 const std::vector<CdStepKind>& CdStepTable();
+
+// CdStepTable as Markdown (prepare::StepTableMarkdown): what --help-steps-markdown prints.
+std::string CdStepTableMarkdown();
 
 // The plan: each kind's steps, in table order, as the claim needs them.
 absl::Status PlanClaimSteps(const ClaimStepsInput& in, const StepEnv& env, ClaimPlan* plan);

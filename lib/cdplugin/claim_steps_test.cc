@@ -4,6 +4,8 @@
 
 #include "lib/cdplugin/claim_steps.h"
 
+#include <algorithm>
+
 #include "lib/cdplugin/device_state_test_fixture.h"
 
 namespace dra::cdplugin {
@@ -192,6 +194,15 @@ TEST(CdStepTableTest, NamesUniqueAndEveryRecordedNameHasAnUndoer) {
   for (const StepRecord& r : LegacySteps(devices, /*completed=*/true, /*host_managed=*/false)) {
     EXPECT_EQ(undoers.count(r.name), 1u) << r.name;
   }
+}
+
+TEST(CdStepTableTest, MarkdownHasOneRowPerKind) {
+  const std::string md = CdStepTableMarkdown();
+  EXPECT_THAT(md, HasSubstr("| Step | In the plan | External | Resumable | Best effort |"));
+  EXPECT_THAT(md, HasSubstr("| `nodeLabel` | per channel device, `--imex-mode=driverManaged` | "
+                            "yes | yes | no |"));
+  EXPECT_THAT(md, HasSubstr("| `cdiSpec` | always | no | yes | no |"));
+  EXPECT_EQ(static_cast<size_t>(std::count(md.begin(), md.end(), '\n')), 2 + CdStepTable().size());
 }
 
 TEST_F(StepsTest, PlannedStepsAreWhatTheTableSays) {

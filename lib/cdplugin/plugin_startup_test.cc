@@ -1,11 +1,13 @@
 // The compute-domain-kubelet-plugin binary's flags and its startup checks that fail before it
-// talks to the API server: --help, bad flag values, an unknown IMEX mode, a driver too old for
-// DNS-named IMEX daemons, GPUs in different cliques, a driver root without IMEX channels.
+// talks to the API server: --help, --help-steps-markdown, bad flag values, an unknown IMEX mode, a
+// driver too old for DNS-named IMEX daemons, GPUs in different cliques, a driver root without IMEX
+// channels.
 
 #include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/cdplugin/claim_steps.h"
 #include "nlohmann/json.hpp"
 #include "test/doubles/testing/mock_driver_root.h"
 #include "test/support/build_paths.h"
@@ -54,6 +56,12 @@ TEST(PluginStartupTest, HelpListsEveryFlagWithItsEnvironmentVariable) {
                            "--cleanup-interval"}) {
     EXPECT_THAT(r.output, HasSubstr(flag));
   }
+}
+
+TEST(PluginStartupTest, HelpStepsMarkdownPrintsTheStepTable) {
+  auto r = RunPlugin({"--help-steps-markdown"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, CdStepTableMarkdown());
 }
 
 TEST(PluginStartupTest, BadFlagsAreClearErrors) {
