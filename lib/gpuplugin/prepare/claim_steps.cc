@@ -374,15 +374,25 @@ std::vector<Kind> MakeGpuStepTable() {
               .apply = "activate the Fabric Manager partition whose GPUs are exactly the claim's "
                        "full GPUs and VFIO GPUs (`lib/gpuplugin/fabric/fabric_step.h`)",
               .undo = "deactivate it unless another claim records one of its GPUs"},
-      .plan =
-          [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
-             PlanSteps& out) {
-            if (in.fabric) out.push_back(FabricPartitionStep(*in.fabric, services.fabric));
-            return absl::OkStatus();
-          },
+      .plan = [](const ClaimStepsInput& in, const ClaimStepServices& services, ClaimStepContext&,
+                 PlanSteps& out) -> absl::Status {
+        if (services.fabric == nullptr) return absl::OkStatus();
+        // adminAccess devices activate no partition: that would change the GPUs under other
+        // claims.
+        std::vector<PreparedDevice> workload;
+        for (const PreparedDevice& p : in.devices) {
+          if (!p.admin_access) workload.push_back(p);
+        }
+        ASSIGN_OR_RETURN(std::optional<FabricTarget> target,
+                         FabricTargetOf(*services.fabric, workload));
+        if (target) out.push_back(FabricPartitionStep(*target, services.fabric->manager));
+        return absl::OkStatus();
+      },
       .undo =
           [](const GpuUndoEnv& env, const StepRecord& r) {
-            return UndoFabricPartition(env.claim_uid, *env.others, env.services.fabric, r.undo);
+            return UndoFabricPartition(
+                env.claim_uid, *env.others,
+                env.services.fabric != nullptr ? env.services.fabric->manager : nullptr, r.undo);
           }});
   table.push_back(Kind{
       .names = {kMigDevicesStep},

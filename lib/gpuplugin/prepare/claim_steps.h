@@ -6,9 +6,15 @@
 // docs/prepare-flow.md (gpu-kubelet-plugin --help-steps-markdown, hack/gen-reference.sh): what
 // each step does, when it is planned, and how it is undone is written there, not here.
 //
-// Before the steps, DeviceState (device_state.h) resolves the configs, plans the devices, checks
-// overlaps and finds the claim's fabric partition, with no side effect, into ClaimStepsInput.
+// Before the steps, DeviceState (device_state.h) resolves the configs and plans the devices, with
+// no side effect, into ClaimStepsInput, and plans the steps right after (a plan function's error,
+// such as fabricPartition's unmatched partition, comes before the checks against other claims).
 // Steps hand data to later steps through the plan's ClaimStepContext only.
+//
+// Adding a step: its file (the step, its plan and undo functions) and its entry in GpuStepTable.
+// An entry plans from the claim's planned devices (ClaimStepsInput::devices) and the services; a
+// step that acts through a new service adds its pointer to ClaimStepServices and PluginApp sets
+// it (DeviceState::Options). A step that needs more of the claim's plan adds an input field.
 //
 // Records written before steps were recorded (and adopted Go records) have none: LegacySteps
 // derives them from the recorded devices, so that such claims are unprepared, and their unfinished
@@ -81,6 +87,9 @@ struct MpsGroup {
 // What the plan of one claim needs to know.
 struct ClaimStepsInput {
   std::string claim_uid;
+  // Every planned device of the claim, in allocation result order (adminAccess ones included;
+  // with consumable shares a device may appear more than once).
+  std::vector<PreparedDevice> devices;
   std::vector<TimeSliceGroup> time_slices;  // empty: no timeSlicing step
   std::vector<MpsGroup> mps;                // empty: no mpsDaemons step
   std::vector<PreparedDevice> cdi_devices;  // one per distinct allocated device
@@ -94,8 +103,6 @@ struct ClaimStepsInput {
   // the VFIO devices whose CDI edits the vfioCdiEdits step adds after the binds (vfio_claim.h).
   std::vector<VfioTarget> vfio;
   std::vector<VfioCdiRequest> vfio_cdi;
-  // Gate FabricManagerPartitioning: the partition to activate; unset: no fabricPartition step.
-  std::optional<FabricTarget> fabric;
 };
 
 // What the steps act through. Null time_slicing or mps: a step that needs it fails (Apply:
@@ -115,9 +122,11 @@ struct ClaimStepServices {
   // PassthroughSupport (vfio_bind.h). Null: no vfio steps are planned (DeviceState refuses a
   // VFIO claim before), and a record naming vfio steps cannot be undone (no undoer).
   const VfioHost* vfio = nullptr;
-  // FabricManagerPartitioning (fabric_step.h). Null: a fabricPartition step fails (Apply:
-  // Internal; Undo: FailedPrecondition when the partition is not shared).
-  const fm::FabricManager* fabric = nullptr;
+  // Gate FabricManagerPartitioning, on a node with an FM fabric: the partitions, the GPUs'
+  // module IDs and the manager (fabric_step.h). Null: no fabricPartition step (a claim's GPUs are
+  // not matched), and its Undo fails (FailedPrecondition) when the partition is not shared. A null
+  // manager: the step's Apply fails (Internal).
+  const FabricPartitioning* fabric = nullptr;
 };
 
 // What the steps of one plan hand to later steps. Owned by GpuPlan together with the steps,

@@ -173,7 +173,8 @@ absl::Status CheckAdminAccessDevice(const k8s::DeviceRequestAllocationResult& r,
 
 }  // namespace
 
-absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceClaim& claim) const {
+absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceClaim& claim,
+                                                          absl::Time mps_ready_deadline) const {
   const std::string& uid = claim.metadata.uid;
   if (!claim.status.allocation) return absl::FailedPreconditionError("claim not yet allocated");
   Plan plan;
@@ -285,15 +286,9 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
   if (gates().Enabled(std::string(api::gate::kDeviceMetadata))) {
     plan.metadata = MetadataOf(claim, options_.driver_name, plan.groups, plan.prepared);
   }
-  // Before any step: a claim whose GPUs match no partition fails with nothing changed.
-  if (options_.fabric != nullptr) {
-    // adminAccess devices activate no partition: that would change the GPUs under other claims.
-    std::vector<PreparedDevice> workload;
-    for (const PreparedDevice& p : plan.prepared) {
-      if (!p.admin_access) workload.push_back(p);
-    }
-    ASSIGN_OR_RETURN(plan.fabric, FabricTargetOf(*options_.fabric, workload));
-  }
+  // Before any step: a claim the steps cannot be planned for (fabricPartition: its GPUs match
+  // no partition) fails with nothing changed.
+  ASSIGN_OR_RETURN(plan.steps, StepsOf(uid, plan, mps_ready_deadline));
   return plan;
 }
 
@@ -332,8 +327,10 @@ absl::Status DeviceState::PlanVfio(const std::string& uid, Plan& plan) const {
 
 absl::StatusOr<GpuPlan> DeviceState::StepsOf(const std::string& uid, const Plan& plan,
                                              absl::Time mps_ready_deadline) const {
-  ClaimStepsInput in{
-      .claim_uid = uid, .time_slices = plan.time_slices, .mps_ready_deadline = mps_ready_deadline};
+  ClaimStepsInput in{.claim_uid = uid,
+                     .devices = plan.prepared,
+                     .time_slices = plan.time_slices,
+                     .mps_ready_deadline = mps_ready_deadline};
   for (const Plan::Daemon& d : plan.daemons) {
     in.mps.push_back({.daemon = d.daemon.get(),
                       .device_names = d.device_names,
@@ -352,7 +349,6 @@ absl::StatusOr<GpuPlan> DeviceState::StepsOf(const std::string& uid, const Plan&
   in.metadata = plan.metadata;
   in.vfio = plan.vfio;
   in.vfio_cdi = plan.vfio_cdi;
-  in.fabric = plan.fabric;
   return GpuClaimSteps(in, services());
 }
 
@@ -364,7 +360,7 @@ ClaimStepServices DeviceState::services() const {
           .metadata = options_.metadata,
           .mig = options_.mig,
           .vfio = options_.vfio != nullptr ? options_.vfio->host : nullptr,
-          .fabric = options_.fabric != nullptr ? options_.fabric->manager : nullptr};
+          .fabric = options_.fabric};
 }
 
 bool DeviceState::time_slicing_gate() const {
@@ -387,7 +383,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   // Resolve the configs and plan the devices, then refuse devices other claims hold: no side
   // effects.
   std::optional<TraceStage> configs_stage(std::in_place, "configs");
-  ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim));
+  ASSIGN_OR_RETURN(Plan plan, PlanLocked(claim, mps_deadline));
   RETURN_IF_ERROR(CheckOverlap(uid, all, plan.prepared, plan.configs));
   RETURN_IF_ERROR(CheckMigIntervals(claim, all, plan.mig_intervals));
   {  // PassthroughSupport: a GPU and its gpu-vfio sibling are one device (vfio_claim.h).
@@ -402,11 +398,10 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   // Nothing has changed yet: a prepare past its deadline stops here without a trace.
   RETURN_IF_ERROR(deadline.Check("set up devices"));
 
-  // The steps (claim_steps.h's table), as the claim needs them; the engine records
-  // PrepareStarted before the external ones and PrepareCompleted after the last. A prepare that
-  // failed or crashed half-way left a record: the engine finishes the steps this plan repeats and
-  // undoes the others first.
-  ASSIGN_OR_RETURN(GpuPlan steps, StepsOf(uid, plan, mps_deadline));
+  // The steps (claim_steps.h's table, planned with the devices), as the claim needs them; the
+  // engine records PrepareStarted before the external ones and PrepareCompleted after the last. A
+  // prepare that failed or crashed half-way left a record: the engine finishes the steps this plan
+  // repeats and undoes the others first.
   std::vector<prepare::StepRecord> recorded;
   if (existing != all.end()) recorded = RecordedSteps(existing->second, time_slicing_gate());
   checkpoint::PreparedClaim base{.uid = uid,
@@ -419,7 +414,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   });
   const prepare::StepUndoers undoers = GpuClaimUndoers(uid, all, services());
   prepare::StepEngine engine(&journal, &undoers);
-  RETURN_IF_ERROR(engine.Run(recorded, steps.steps, deadline));
+  RETURN_IF_ERROR(engine.Run(recorded, plan.steps.steps, deadline));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
            claim.metadata.name, "devices", plan.prepared.size());
   return plan.prepared;
@@ -449,7 +444,7 @@ std::map<std::string, int> DeviceState::PreparedDeviceCounts() const {
 absl::StatusOr<bool> DeviceState::Rebuild(const k8s::ResourceClaim& claim) {
   absl::MutexLock lock(&mu_);
   const std::string& uid = claim.metadata.uid;
-  absl::StatusOr<Plan> plan = PlanLocked(claim);
+  absl::StatusOr<Plan> plan = PlanLocked(claim, absl::InfiniteFuture());
   if (!plan.ok()) {
     return Annotate(plan.status(),
                     absl::StrCat("rebuild the record of claim ", claim.metadata.namespace_name, "/",
@@ -466,8 +461,7 @@ absl::StatusOr<bool> DeviceState::Rebuild(const k8s::ResourceClaim& claim) {
     c.state = ClaimState::kPrepareCompleted;
     c.allocation = allocation;
     c.prepared_devices = PreparedDevicesToJson(plan->prepared);
-    ASSIGN_OR_RETURN(GpuPlan steps, StepsOf(uid, *plan, absl::InfiniteFuture()));
-    c.steps = prepare::StepRecordsToJson(AppliedRecords(steps.steps));
+    c.steps = prepare::StepRecordsToJson(AppliedRecords(plan->steps.steps));
     CountPreparedDevices(claims);
     added = true;
     return absl::OkStatus();

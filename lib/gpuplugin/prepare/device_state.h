@@ -140,7 +140,7 @@ class DeviceState {
  private:
   // What prepare would do for a claim: its config groups, the devices to record (configs[i] is
   // the config of prepared[i], pointing into groups), the MPS daemons (not started) with the
-  // devices each serves, and the time-slices to set.
+  // devices each serves, the time-slices to set, and the steps (claim_steps.h's table).
   struct Plan {
     std::vector<ConfigGroup> groups;
     std::vector<PreparedDevice> prepared;
@@ -164,10 +164,14 @@ class DeviceState {
     std::optional<MetadataClaim> metadata;           // gate DeviceMetadata
     std::vector<VfioTarget> vfio;                    // gate PassthroughSupport
     std::vector<VfioCdiRequest> vfio_cdi;
-    std::optional<FabricTarget> fabric;  // gate FabricManagerPartitioning
+    // Declared after `daemons`: the steps point into them (and into their own context).
+    GpuPlan steps;
   };
-  // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects.
-  absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim) const
+  // REQUIRES: the claim is allocated (FailedPrecondition otherwise). No side effects. The steps
+  // are planned last, so that a plan function's error (fabricPartition: no matching partition)
+  // comes after the configs' and the devices' and before the checks against other claims.
+  absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim,
+                                  absl::Time mps_ready_deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<PreparedDevice>> PrepareLocked(const k8s::ResourceClaim& claim,
                                                             const Deadline& deadline)

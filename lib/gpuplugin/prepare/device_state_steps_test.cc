@@ -317,12 +317,16 @@ TEST(GpuStepTableTest, PlansEachKindTheClaimNeedsInTableOrder) {
   in.metadata = MetadataClaim{.uid = "uid", .namespace_name = "ns", .name = "c"};
   in.vfio = {{.bus_id = "0000:65:00.0", .module = "vfio_pci"}};
   in.vfio_cdi = {{.device = "gpu-vfio-0"}};
-  in.fabric = FabricTarget{.partition = 1};
+  // The fabric entry plans from the claim's devices: gpu-0 is module 1, partition 1's only one.
+  const FabricPartitioning fabric{.partitions = {{.id = 1, .module_ids = {1}}},
+                                  .module_by_bus_id = {{"0000:18:00.0", 1}}};
+  in.devices = {
+      {.device = "gpu-0", .type = DeviceType::kGpu, .uuid = "GPU-0", .pci_bus_id = "0000:18:00.0"}};
   PreparedDevice mig{.device = "gpu-1-mig-1g", .type = DeviceType::kMig};
   mig.mig = MigInfo{.parent_uuid = "GPU-1", .profile = "1g.10gb", .dynamic = true};
   in.cdi_devices.push_back(mig);
   in.mps = {{.device_names = {"gpu-1-mig-1g"}}};  // planned only: the daemon is not read
-  absl::StatusOr<GpuPlan> plan = GpuClaimSteps(in, {.vfio = &host});
+  absl::StatusOr<GpuPlan> plan = GpuClaimSteps(in, {.vfio = &host, .fabric = &fabric});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(StepNames(plan->steps),
               ElementsAre(kFabricPartitionStep, kMigDevicesStep, kTimeSlicingStep, kMpsDaemonsStep,
