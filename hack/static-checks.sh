@@ -10,9 +10,9 @@
 #      finding an error.
 #   3. the docs lint (hack/docs-lint.sh): every repository path and C++ name that README.md and
 #      docs/*.md mention exists;
-#   4. docs/reference.md, and the steps table of docs/prepare-flow.md, are what
-#      hack/gen-reference.sh generates from the check build's binaries (flags, gates, metrics,
-#      prepare steps) and the chart (and every variable the chart sets is read by a flag);
+#   4. docs/reference.md, and the steps tables of docs/prepare-flow.md and docs/compute-domains.md,
+#      are what hack/gen-reference.sh generates from the check build's binaries (flags, gates,
+#      metrics, prepare steps) and the chart (and every variable the chart sets is read by a flag);
 #   5. shellcheck (or $DRA_SHELLCHECK) on every shell script in the repository (the tracked *.sh,
 #      *.bash and *.bats files and those with a shell #! line), with the settings of .shellcheckrc,
 #      every finding an error;

@@ -125,7 +125,7 @@ class Flags {
   // (hack/gen-reference.sh). Without it the option is an unknown flag.
   void SetMetricsReference(std::function<std::string()> markdown);
   // Enables the unlisted "--help-steps-markdown", which prints `markdown()`: the binary's table of
-  // prepare steps (prepare::StepTableMarkdown), for docs/prepare-flow.md (hack/gen-reference.sh).
+  // prepare steps (prepare::StepTableMarkdown), for the docs (hack/gen-reference.sh).
   // Without it the option is an unknown flag.
   void SetStepsReference(std::function<std::string()> markdown);
   // Declares a command ("run"); when any is declared, exactly one must be given.
