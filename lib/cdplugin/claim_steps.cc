@@ -350,13 +350,7 @@ std::vector<prepare::StepRecord> LegacySteps(const std::vector<RecordedDevice>& 
 
 std::vector<prepare::StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
                                                const ClaimRecord& record, bool host_managed) {
-  if (!claim.steps.is_null()) {
-    absl::StatusOr<std::vector<prepare::StepRecord>> steps =
-        prepare::StepRecordsFromJson(claim.steps);
-    if (steps.ok()) return *std::move(steps);
-    DRA_WARNING("unreadable step record; deriving the steps from the recorded devices", "claim",
-                claim.uid, "err", steps.status());
-  }
+  if (auto steps = prepare::RecordedStepsOrNone(claim.steps, claim.uid)) return *std::move(steps);
   return LegacySteps(record.devices, record.phase == Phase::kCompleted, host_managed);
 }
 

@@ -61,6 +61,16 @@ nlohmann::json StepRecordsToJson(const std::vector<StepRecord>& records) {
   return out;
 }
 
+std::optional<std::vector<StepRecord>> RecordedStepsOrNone(const nlohmann::json& j,
+                                                           const std::string& claim_uid) {
+  if (j.is_null()) return std::nullopt;
+  absl::StatusOr<std::vector<StepRecord>> steps = StepRecordsFromJson(j);
+  if (steps.ok()) return *std::move(steps);
+  DRA_WARNING("unreadable step record; deriving the steps from the recorded devices", "claim",
+              claim_uid, "err", steps.status());
+  return std::nullopt;
+}
+
 absl::StatusOr<std::vector<StepRecord>> StepRecordsFromJson(const nlohmann::json& j) {
   if (!j.is_array()) return absl::InvalidArgumentError("steps: expected a list");
   std::vector<StepRecord> out;

@@ -60,6 +60,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,11 @@ struct StepRecord {
 nlohmann::json StepRecordsToJson(const std::vector<StepRecord>& records);
 // InvalidArgument naming the element and field for anything but a list of such objects.
 absl::StatusOr<std::vector<StepRecord>> StepRecordsFromJson(const nlohmann::json& j);
+// The steps a claim's checkpoint entry records (its "steps" member, `j`); nullopt when it records
+// none (null: written before steps were recorded, or adopted) or they do not decode (logged as a
+// warning naming `claim_uid`). The caller then derives them from what else the entry records.
+std::optional<std::vector<StepRecord>> RecordedStepsOrNone(const nlohmann::json& j,
+                                                           const std::string& claim_uid);
 
 // One step of a plan.
 class PlanStep {

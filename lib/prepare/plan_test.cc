@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/common/log_capture.h"
 #include "lib/common/status.h"
 
 namespace dra::prepare {
@@ -385,6 +386,20 @@ TEST_F(StepEngineTest, AFailingBestEffortStepStillLeavesTheClaimCompleted) {
   ASSERT_TRUE(Run(steps).ok());
   EXPECT_TRUE(journal_.completed);
   EXPECT_EQ(Describe(*journal_.record), "[spec:applied status:applied]");
+}
+
+TEST(RecordedStepsOrNoneTest, NoneForNullAndUnreadableRecordsTheStepsOtherwise) {
+  EXPECT_EQ(RecordedStepsOrNone(nullptr, "uid-1"), std::nullopt);
+
+  const std::vector<StepRecord> steps = {
+      {.name = "a", .state = StepState::kApplied, .undo = {{"gpus", {"GPU-1"}}}},
+      {.name = "b", .state = StepState::kBegun}};
+  EXPECT_EQ(RecordedStepsOrNone(StepRecordsToJson(steps), "uid-1"), steps);
+
+  log::LogCapture log;
+  EXPECT_EQ(RecordedStepsOrNone(nlohmann::json{{"name", "not a list"}}, "uid-2"), std::nullopt);
+  EXPECT_THAT(log.Text(), ::testing::HasSubstr("unreadable step record"));
+  EXPECT_THAT(log.Text(), ::testing::HasSubstr("uid-2"));
 }
 
 }  // namespace

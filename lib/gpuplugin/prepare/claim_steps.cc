@@ -621,13 +621,7 @@ std::vector<prepare::StepRecord> LegacySteps(const std::vector<PreparedDevice>& 
 
 std::vector<prepare::StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
                                                bool time_slicing_gate) {
-  if (!claim.steps.is_null()) {
-    absl::StatusOr<std::vector<prepare::StepRecord>> steps =
-        prepare::StepRecordsFromJson(claim.steps);
-    if (steps.ok()) return *std::move(steps);
-    DRA_WARNING("unreadable step record; deriving the steps from the recorded devices", "claim",
-                claim.uid, "err", steps.status());
-  }
+  if (auto steps = prepare::RecordedStepsOrNone(claim.steps, claim.uid)) return *std::move(steps);
   absl::StatusOr<std::vector<PreparedDevice>> devices =
       PreparedDevicesFromJson(claim.prepared_devices);
   if (!devices.ok()) {
