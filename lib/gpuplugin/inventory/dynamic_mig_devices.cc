@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
-#include "lib/gpuplugin/mig/mig_placement.h"
-#include "lib/gpuplugin/mig/mig_profile.h"
+#include "lib/gpuplugin/migprofiles/mig_placement.h"
+#include "lib/gpuplugin/migprofiles/mig_profile.h"
 #include "lib/k8s/quantity.h"
 #include "lib/nvml/errors.h"
 

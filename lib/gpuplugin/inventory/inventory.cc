@@ -9,7 +9,7 @@
 #include "lib/common/status.h"
 #include "lib/gpuplugin/inventory/dynamic_mig_devices.h"
 #include "lib/gpuplugin/inventory/sysfs.h"
-#include "lib/gpuplugin/mig/mig_profile.h"
+#include "lib/gpuplugin/migprofiles/mig_profile.h"
 #include "lib/k8s/quantity.h"
 #include "lib/nvml/errors.h"
 #include "lib/nvml/types.h"

@@ -1,4 +1,4 @@
-#include "lib/gpuplugin/mig/mig_profile.h"
+#include "lib/gpuplugin/migprofiles/mig_profile.h"
 
 #include <cmath>
 #include <limits>

@@ -6,7 +6,7 @@
 // docs/dynamic-mig.md "Placement policy" and check that the policy never allocates fewer compute
 // slices than first-fit, on the table and on every sequence of up to 6 claims.
 
-#include "lib/gpuplugin/mig/mig_placement.h"
+#include "lib/gpuplugin/migprofiles/mig_placement.h"
 
 #include <array>
 #include <cstdint>

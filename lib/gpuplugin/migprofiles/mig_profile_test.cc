@@ -2,7 +2,7 @@
 // the examples of docs/compatibility.md "Device names" and the profile tables of the shipped mock
 // profiles.
 
-#include "lib/gpuplugin/mig/mig_profile.h"
+#include "lib/gpuplugin/migprofiles/mig_profile.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "lib/gpuplugin/mig/mig_placement.h"
+#include "lib/gpuplugin/migprofiles/mig_placement.h"
 
 #include <algorithm>
 
