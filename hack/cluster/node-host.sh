@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # What a local node changes on this machine, and how node.sh takes it back: the mount namespace
-# and its bind mounts, the node address on lo, the pod cgroup, the CNI bridge. Sourced by node.sh.
+# and its bind mounts, the node address on lo, the pod cgroup, the CNI bridge, an empty /lib/modules
+# where the machine has none. Sourced by node.sh.
 
 # v1 hierarchies (cpu, memory, ..., name=systemd) plus the v2 "unified" one of a hybrid setup.
 cgroup_mounts() { findmnt -rn -t cgroup,cgroup2 -o TARGET; }
@@ -31,11 +32,20 @@ host_setup_shared() {
     die "cannot add the iptables DNAT rule for the kubernetes Service (needs root and iptables)"
   # The CNI bridge plugin turns on IPv4 forwarding (pod to pod across nodes); put back what was.
   [[ -s $NODE_RUN_ROOT/.ip_forward ]] || cat /proc/sys/net/ipv4/ip_forward >"$NODE_RUN_ROOT/.ip_forward"
+  # The chart mounts the node's /lib/modules (hostPath, type Directory) when PassthroughSupport is
+  # on, as on any real node. A machine whose kernel has no modules (a microVM) lacks the folder,
+  # and the plugin pod would never start: an empty one serves (the plugin reads modules.alias
+  # under its host root, not there). Removed again by host_teardown_shared.
+  if [[ ! -e /lib/modules ]]; then
+    mkdir /lib/modules
+    touch "$NODE_RUN_ROOT/.lib_modules_made"
+  fi
 }
 
 host_teardown_shared() {
   ! compgen -G "$NODE_RUN_ROOT/$NODE_PREFIX-*" >/dev/null || return 0
   [[ ! -s $NODE_RUN_ROOT/.ip_forward ]] || cat "$NODE_RUN_ROOT/.ip_forward" >/proc/sys/net/ipv4/ip_forward
+  [[ ! -e $NODE_RUN_ROOT/.lib_modules_made ]] || rmdir /lib/modules 2>/dev/null || true
   ! mountpoint -q "$NODE_RUN_ROOT" || umount "$NODE_RUN_ROOT"
   rm -rf "$NODE_RUN_ROOT"
   rmdir "$NODE_STATE_ROOT" "$CLUSTER_DIR/nodes" 2>/dev/null || true
