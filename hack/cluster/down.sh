@@ -65,9 +65,8 @@ verify_none_left() {
 }
 
 main() {
-  # Kubelet plugins first (SIGTERM, so they remove their sockets), then the nodes, while the API
-  # server can still take their ResourceSlices and Node objects away.
-  "$HACK_CLUSTER_DIR/gpu-plugin.sh" down
+  # The nodes first (with their pods, the driver's among them), while the API server can still
+  # take their Node objects and pods away.
   "$HACK_CLUSTER_DIR/node.sh" down
   # Taken even when $CLUSTER_DIR is gone: someone may have removed it under a running cluster.
   exec 9>"$CLUSTER_DIR.lock"

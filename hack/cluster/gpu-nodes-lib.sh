@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Node selection and GPU-driver checks shared by gpu-plugin.sh (the driver as host processes) and
-# helm-driver.sh (the driver from the Helm chart). Source it after lib.sh and node-lib.sh; set
-# DEFAULT_PROFILE and PROFILES (the --profile arguments) before calling profile_for.
+# Node selection and GPU-driver checks of helm-driver.sh (the driver from the Helm chart); driver-
+# image.sh uses running_nodes. Source it after lib.sh and node-lib.sh; set DEFAULT_PROFILE and
+# PROFILES (the --profile arguments) before calling profile_for.
 GPU_DRIVER_NAME=gpu.nvidia.com
 gpu_nodes_kubectl() { "$K8S_BIN_DIR/kubectl" --kubeconfig="$KUBECONFIG_PATH" --request-timeout=10s "$@"; }
 

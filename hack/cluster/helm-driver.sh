@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Installs the GPU driver on the local nodes the way operators install it: `helm upgrade --install`
 # of deployments/helm/dra-driver-nvidia-gpu with the locally built image (driver-image.sh) and the
-# local cluster's values (hack/cluster/helm-values.yaml, docs/helm.md "On the local cluster"),
-# instead of the host processes of gpu-plugin.sh. Used by hack/demo.sh and
-# test/e2e/helm_install.bats.
+# local cluster's values (hack/cluster/helm-values.yaml, docs/helm.md "On the local cluster"). The
+# one way the harness runs the driver: used by hack/demo.sh, test/e2e/run.sh and the e2e files.
 #
 #   helm-driver.sh prepare-nodes [--profile P | --profile NODE=P ...] [--nodes "NODE ..."]
 #       what an operator (or the GPU Operator) does before the install, per node: a mock driver
@@ -12,8 +11,7 @@
 #       (/run/nvidia made a shared mount first), and the label nvidia.com/gpu.present=true.
 #       Default: every running node. Idempotent: mounts that exist are kept, the root is refreshed.
 #   helm-driver.sh install [--release R] [--namespace NS] [HELM ARGS ...]
-#       stops the host-process plugins (gpu-plugin.sh down) and deletes DeviceClasses that Helm
-#       does not own (the chart installs its own), imports the image into every running node,
+#       imports the image into every running node (built first when an input changed),
 #       applies the chart's CRDs (Helm never upgrades them),
 #       prints and runs `helm upgrade --install` (extra arguments, e.g. --set k=v or -f file, are
 #       passed on), then waits until the kubelet-plugin DaemonSet is rolled out (the old pods of
@@ -135,23 +133,11 @@ fail_install() {
 }
 
 cmd_install() {
-  local t=$EPOCHREALTIME ds n nodes deadline gpu_classes out helm_cmd
+  local t=$EPOCHREALTIME ds n nodes deadline out helm_cmd
   [[ -x $HELM ]] || die "helm-driver: no helm at $HELM; build it: hack/cluster/build.sh helm"
   component_healthy kube-apiserver || die "helm-driver: the control plane is not up: hack/cluster/up.sh --nodes N"
   nodes=$(kubectl get nodes -l "$GPU_LABEL=true" -o jsonpath='{.items[*].metadata.name}')
   [[ -n $nodes ]] || die "helm-driver: no node has the label $GPU_LABEL=true; run $0 prepare-nodes first"
-  # The host-process plugins would serve the same driver name on the same sockets.
-  "$HACK_CLUSTER_DIR/gpu-plugin.sh" down
-  # gpu-plugin.sh applied the DeviceClasses without Helm's ownership metadata, which makes helm
-  # refuse to install them; the chart's own are kept.
-  gpu_classes=$(kubectl get deviceclasses -o json | jq -r '.items[] |
-    select(.metadata.name | endswith(".nvidia.com")) |
-    select(.metadata.annotations["meta.helm.sh/release-name"] == null) | .metadata.name')
-  if [[ -n $gpu_classes ]]; then
-    progress "deleting the DeviceClasses of gpu-plugin.sh (the chart installs them): $(xargs <<<"$gpu_classes")"
-    # shellcheck disable=SC2086 # one name per word
-    kubectl delete deviceclass $gpu_classes --ignore-not-found >/dev/null
-  fi
   "$HACK_CLUSTER_DIR/driver-image.sh" import
   # A `helm uninstall` whose pre-delete hook failed (docs/helm.md "Uninstall with ComputeDomains
   # left") leaves the release `uninstalling`, which `helm upgrade` refuses; finish it first.
@@ -210,8 +196,8 @@ cmd_uninstall() {
     progress "no release $RELEASE in $NAMESPACE"
   fi
   kubectl delete namespace "$NAMESPACE" --ignore-not-found --wait=true --timeout=60s >/dev/null
-  # The kubelet removes the slices of an unregistered driver after 30 s; a following install or
-  # gpu-plugin.sh up should not meet them.
+  # The kubelet removes the slices of an unregistered driver after 30 s; a following install
+  # should not meet them.
   kubectl delete resourceslices --field-selector "spec.driver=$DRIVER" >/dev/null 2>&1 || true
   progress "uninstalled in $(elapsed "$t")"
 }

@@ -21,7 +21,4 @@ done
 ((rc == 0)) && echo "kubeconfig: $KUBECONFIG_PATH"
 # Local nodes, when there are any (node.sh).
 if compgen -G "$RUN_DIR/dra-node-*" >/dev/null; then "$HACK_CLUSTER_DIR/node.sh" status || rc=1; fi
-# GPU kubelet plugins (gpu-plugin.sh), informational: a stopped plugin is a state tests create on
-# purpose, and the cluster itself is still up.
-if compgen -G "$RUN_DIR/dra-node-*/gpu-plugin.profile" >/dev/null; then "$HACK_CLUSTER_DIR/gpu-plugin.sh" status || true; fi
 exit "$rc"
