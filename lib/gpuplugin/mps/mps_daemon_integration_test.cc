@@ -4,11 +4,11 @@
 // The node runs in a mount namespace of its own (docs/development.md "Layout"): the kubelet and
 // containerd see /var/lib/kubelet/plugins/gpu.nvidia.com, which on the host is
 // <node state dir>/kubelet/plugins/gpu.nvidia.com (nodes.env names the state dir; by default
-// /var/lib/dra-nodes/<node>). The plugin runs inside that namespace (gpu-plugin.sh), so this test
-// does the same: it runs mps_daemon_node_tool through
-// `nsenter --mount=<pin>`, which creates the directories and mounts the tmpfs where containerd
-// resolves the Deployment's hostPath volumes. The test itself reads files through the host path
-// and the mount table through nsenter.
+// /var/lib/dra-nodes/<node>). The plugin's pod (the Helm chart's DaemonSet) makes its mounts in
+// that namespace too: its plugins folder propagates them to the node. So this test runs
+// mps_daemon_node_tool through `nsenter --mount=<pin>`, which creates the directories and mounts
+// the tmpfs where containerd resolves the Deployment's hostPath volumes. The test itself reads
+// files through the host path and the mount table through nsenter.
 
 #include <unistd.h>
 
@@ -79,8 +79,9 @@ class MpsDaemonIntegrationTest : public ::testing::Test {
     ASSERT_FALSE(node_root_.empty()) << "nodes.env has no DRA_NODE_1_STATE_DIR (restart the nodes)";
     driver_root_ = node_root_ + "/driver-root";
 
-    // The node's mock driver root, as gpu-plugin.sh lays it out; refreshed (keeping its profile
-    // and state) so that it holds this build's fake nvidia-cuda-mps-control.
+    // A mock driver root of this test's own in the node's folder (the Helm install's is
+    // helm-driver-root), made or refreshed (keeping the profile and state of an earlier run) so
+    // that it holds this build's fake nvidia-cuda-mps-control.
     const std::string installed = driver_root_ + "/var/lib/mock-nvml/profile.json";
     const std::string profile = std::filesystem::exists(installed) ? (tmp_.path() + "/profile.json")
                                                                    : std::string("h100-8x");

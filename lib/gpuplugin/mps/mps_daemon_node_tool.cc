@@ -1,7 +1,8 @@
 // Test helper for mps_daemon_integration_test: runs MpsControlDaemon's Start + AssertReady, or
 // StopMpsControlDaemon, the way the kubelet plugin does. The test runs it through
 // `nsenter --mount=<node's pin>` so that the directories, the tmpfs and the Deployment's hostPath
-// volumes are those of the node, exactly as for the plugin (hack/cluster/gpu-plugin.sh).
+// volumes are those of the node, as for the plugin's pod (the Helm chart's DaemonSet, whose
+// kubelet plugins folder propagates its mounts to the node).
 //
 //   mps_daemon_node_tool start --kubeconfig=F --node=N --namespace=NS --image=I --driver-root=D
 //       --plugin-data-dir=P --claim-uid=U --gpu=UUID... [--mig=UUID...] [--threads=N]
