@@ -1,11 +1,11 @@
 #!/usr/bin/env bats
 # MPS sharing on a real node (mock h100-8x on node 1, gate MPSSupport): one claim with a GpuConfig
 # of strategy MPS used by two pods. The plugin runs the claim's control daemon as a Deployment in
-# its namespace (the release's, $DRIVER_NS), with the nodes' workload image; the fake
-# nvidia-cuda-mps-control of the node's mock driver root records the settings it was given in
-# <pipe dir>/settings.json and marks the daemon's /dev/shm. The workload containers must see the
+# its namespace (the release's, $DRIVER_NS), with the driver's own image (the chart's
+# IMAGE_NAME); the fake nvidia-cuda-mps-control of the node's mock driver root records the
+# settings it was given in <pipe dir>/settings.json and marks the daemon's /dev/shm. The workload containers must see the
 # daemon's pipe directory and the same /dev/shm; the GPU must be Exclusive_Process while the claim
-# is prepared and Default afterwards. Run through run.sh (it starts the plugins).
+# is prepared and Default afterwards. Run through run.sh (it installs the driver with Helm).
 
 setup_file() {
   load lib
