@@ -1,11 +1,12 @@
 #pragma once
 
 // The interface a DRA driver implements to be served to the kubelet by PluginServer, and the plain
-// types that cross it. Nothing here knows about gRPC or about any particular kind of device.
+// types that cross it (PreparedDevice is in plugin_types.h, so that the plugins' checkpoint records
+// can hold one without this header). Nothing here knows about gRPC or about any particular kind
+// of device.
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "lib/k8s/objects_resource.h"
+#include "lib/kubeletplugin/plugin_types.h"
 
 namespace dra::kubeletplugin {
 
@@ -25,20 +27,6 @@ struct ClaimRef {
 
   // "namespace/name", the way claims are named in messages.
   std::string String() const { return namespace_name + "/" + name; }
-};
-
-// One device prepared for a claim, as reported to the kubelet.
-struct PreparedDevice {
-  // Requests the device was allocated for. "<request>/<subrequest>" entries are allowed and are
-  // reduced to the base request before they go to the kubelet. Empty: every request of the claim.
-  std::vector<std::string> request_names;
-  std::string pool_name;
-  std::string device_name;
-  // Fully qualified CDI device IDs ("vendor/class=name") that the runtime injects.
-  std::vector<std::string> cdi_device_ids;
-  // The allocation's share ID for consumable-capacity devices. Only the v1 API carries it; a
-  // v1beta1 kubelet never sees it.
-  std::optional<std::string> share_id;
 };
 
 // The outcome of preparing one claim. A non-OK `status` means this claim failed (its devices are

@@ -118,16 +118,16 @@ void AddFabricAttributes(Inventory& inventory, const FabricPartitioning& fabric)
 }
 
 absl::StatusOr<std::optional<FabricTarget>> FabricTargetOf(
-    const FabricPartitioning& fabric, const std::vector<PreparedDevice>& devices) {
+    const FabricPartitioning& fabric, const std::vector<RecordedDevice>& devices) {
   std::set<unsigned int> modules;
   std::set<std::string> gpus;
-  for (const PreparedDevice& d : devices) {
+  for (const RecordedDevice& d : devices) {
     if (!IsPhysicalGpu(d.type) || !gpus.insert(d.pci_bus_id).second) continue;
     auto it = fabric.module_by_bus_id.find(d.pci_bus_id);
     if (it == fabric.module_by_bus_id.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("fabric manager: GPU module ID of device ", d.device, " (PCI bus id ",
-                       d.pci_bus_id, ") is unknown; refusing partition activation"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "fabric manager: GPU module ID of device ", d.kubelet.device_name, " (PCI bus id ",
+          d.pci_bus_id, ") is unknown; refusing partition activation"));
     }
     modules.insert(it->second);
   }
@@ -154,10 +154,10 @@ absl::Status UndoFabricPartition(const std::string& uid, const ClaimMap& all,
   const std::set<std::string> mine(target.gpus.begin(), target.gpus.end());
   for (const auto& [other_uid, other] : all) {
     if (other_uid == uid) continue;
-    absl::StatusOr<std::vector<PreparedDevice>> devices =
+    absl::StatusOr<std::vector<RecordedDevice>> devices =
         PreparedDevicesFromJson(other.prepared_devices);
     if (!devices.ok()) continue;
-    for (const PreparedDevice& d : *devices) {
+    for (const RecordedDevice& d : *devices) {
       if (IsPhysicalGpu(d.type) && mine.contains(d.pci_bus_id)) {
         DRA_INFO("fabric partition still used by another claim; keeping it active", "claim", uid,
                  "partition", target.partition, "other", other_uid, "gpu", d.pci_bus_id);

@@ -71,7 +71,7 @@ struct FabricTarget {
 // FailedPrecondition when a GPU's module ID is unknown, or (the spec's message) when no partition
 // has exactly these GPUs. No side effect.
 absl::StatusOr<std::optional<FabricTarget>> FabricTargetOf(
-    const FabricPartitioning& fabric, const std::vector<PreparedDevice>& devices);
+    const FabricPartitioning& fabric, const std::vector<RecordedDevice>& devices);
 
 // The step. Null `manager`: Apply fails (Internal).
 std::unique_ptr<prepare::PlanStep> FabricPartitionStep(FabricTarget target,

@@ -350,11 +350,14 @@ TEST_F(FabricPartitionTest, UnprepareFromARecordNeedsTheFabricManager) {
 TEST(FabricTargetTest, UnknownModuleIdNamesTheDevice) {
   FabricPartitioning fabric{.partitions = {{.id = 1, .module_ids = {1}}},
                             .module_by_bus_id = {{"0000:18:00.0", 1}}};
-  PreparedDevice gpu{.device = "gpu-0", .type = DeviceType::kGpu, .pci_bus_id = "0000:18:00.0"};
-  PreparedDevice vfio{
-      .device = "gpu-vfio-1", .type = DeviceType::kVfio, .pci_bus_id = "0000:2a:00.0"};
-  PreparedDevice mig{
-      .device = "gpu-0-mig-1g10gb-19-0", .type = DeviceType::kMig, .pci_bus_id = "0000:2a:00.0"};
+  RecordedDevice gpu{
+      .kubelet = {.device_name = "gpu-0"}, .type = DeviceType::kGpu, .pci_bus_id = "0000:18:00.0"};
+  RecordedDevice vfio{.kubelet = {.device_name = "gpu-vfio-1"},
+                      .type = DeviceType::kVfio,
+                      .pci_bus_id = "0000:2a:00.0"};
+  RecordedDevice mig{.kubelet = {.device_name = "gpu-0-mig-1g10gb-19-0"},
+                     .type = DeviceType::kMig,
+                     .pci_bus_id = "0000:2a:00.0"};
   auto t = FabricTargetOf(fabric, {gpu, mig});  // MIG devices do not count
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_TRUE(t->has_value());

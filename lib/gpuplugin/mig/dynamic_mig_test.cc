@@ -243,9 +243,9 @@ TEST_F(DynamicMigTest, VfioDeviceConsumesTheWholeGpusCounters) {
   // the other way round (an allocation the counters should have prevented).
   checkpoint::ClaimMap claims;
   claims["uid-mig"].prepared_devices =
-      PreparedDevicesToJson({PreparedDevice{.device = "gpu-3-mig-1g5gb-19-6"}});
+      PreparedDevicesToJson({RecordedDevice{.kubelet = {.device_name = "gpu-3-mig-1g5gb-19-6"}}});
   claims["uid-vfio"].prepared_devices =
-      PreparedDevicesToJson({PreparedDevice{.device = "gpu-vfio-0"}});
+      PreparedDevicesToJson({RecordedDevice{.kubelet = {.device_name = "gpu-vfio-0"}}});
   absl::Status busy = CheckSiblingsFree(inventory_, "uid-new", {"gpu-vfio-1"}, claims);
   EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition) << busy;
   EXPECT_THAT(std::string(busy.message()),

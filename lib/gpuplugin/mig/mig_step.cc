@@ -94,21 +94,21 @@ class MigDevices final : public prepare::PlanStep {
 
 }  // namespace
 
-std::unique_ptr<prepare::PlanStep> MigDevicesStep(const std::vector<PreparedDevice>& devices,
+std::unique_ptr<prepare::PlanStep> MigDevicesStep(const std::vector<RecordedDevice>& devices,
                                                   const MigManager* mig,
                                                   CreatedMigDevices* created) {
   std::vector<Entry> entries;
-  for (const PreparedDevice& d : devices) {
-    if (d.mig && d.mig->dynamic) entries.push_back({d.device, *d.mig});
+  for (const RecordedDevice& d : devices) {
+    if (d.mig && d.mig->dynamic) entries.push_back({d.kubelet.device_name, *d.mig});
   }
   if (entries.empty()) return nullptr;
   return std::make_unique<MigDevices>(std::move(entries), mig, created);
 }
 
-std::vector<PreparedDevice> WithCreatedMig(std::vector<PreparedDevice> devices,
+std::vector<RecordedDevice> WithCreatedMig(std::vector<RecordedDevice> devices,
                                            const CreatedMigDevices& created) {
-  for (PreparedDevice& d : devices) {
-    auto it = created.find(d.device);
+  for (RecordedDevice& d : devices) {
+    auto it = created.find(d.kubelet.device_name);
     if (it == created.end()) continue;
     d.mig = it->second;
     d.uuid = it->second.uuid;

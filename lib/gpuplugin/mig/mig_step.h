@@ -32,12 +32,12 @@ using CreatedMigDevices = std::map<std::string, MigInfo>;
 // The step for the dynamic MIG devices among `devices` (those whose mig->dynamic is set); null
 // when there are none. Created devices are stored in `*created` (the plan's ClaimStepContext,
 // claim_steps.h), which must outlive the step. Null `mig`: Apply fails (Internal).
-std::unique_ptr<prepare::PlanStep> MigDevicesStep(const std::vector<PreparedDevice>& devices,
+std::unique_ptr<prepare::PlanStep> MigDevicesStep(const std::vector<RecordedDevice>& devices,
                                                   const MigManager* mig,
                                                   CreatedMigDevices* created);
 
 // `devices` with the created MIG devices' uuid and instance ids filled in.
-std::vector<PreparedDevice> WithCreatedMig(std::vector<PreparedDevice> devices,
+std::vector<RecordedDevice> WithCreatedMig(std::vector<RecordedDevice> devices,
                                            const CreatedMigDevices& created);
 
 // The Undo of the step from its record. InvalidArgument naming the field for a malformed record;

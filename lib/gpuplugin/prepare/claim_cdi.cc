@@ -30,27 +30,27 @@ std::string ClaimCdi::DeviceId(const std::string& claim_uid, const std::string& 
 }
 
 absl::StatusOr<cdi::Spec> ClaimCdi::BuildSpec(
-    const std::string& claim_uid, const std::vector<PreparedDevice>& devices,
+    const std::string& claim_uid, const std::vector<RecordedDevice>& devices,
     const std::map<std::string, cdi::ContainerEdits>& device_edits) const {
   cdi::Spec spec;
   spec.kind = kCdiKind;
   // A VFIO device gets the raw PCI device, no driver files (its edits come in `device_edits`,
   // vfio_claim.h); a claim of VFIO devices only has no spec-level edits.
   const bool vfio_only =
-      !devices.empty() && std::all_of(devices.begin(), devices.end(), [](const PreparedDevice& d) {
+      !devices.empty() && std::all_of(devices.begin(), devices.end(), [](const RecordedDevice& d) {
         return d.type == DeviceType::kVfio;
       });
   if (!vfio_only) spec.container_edits = common_;
-  for (const PreparedDevice& d : devices) {
+  for (const RecordedDevice& d : devices) {
     if (d.type == DeviceType::kVfio) {
       cdi::Device device;
-      device.name = ClaimDeviceName(claim_uid, d.device);
+      device.name = ClaimDeviceName(claim_uid, d.kubelet.device_name);
       spec.devices.push_back(std::move(device));
       continue;
     }
     auto gpu_nodes = driverroot::GpuDeviceNodes(*root_, d.minor, d.pci_bus_id);
     if (!gpu_nodes.ok()) {
-      return Annotate(gpu_nodes.status(), absl::StrCat("device nodes of ", d.device));
+      return Annotate(gpu_nodes.status(), absl::StrCat("device nodes of ", d.kubelet.device_name));
     }
     std::vector<driverroot::DeviceNodeInfo> nodes = std::move(*gpu_nodes);
     if (d.mig) {
@@ -59,7 +59,7 @@ absl::StatusOr<cdi::Spec> ClaimCdi::BuildSpec(
       nodes.insert(nodes.end(), caps.begin(), caps.end());
     }
     cdi::Device device;
-    device.name = ClaimDeviceName(claim_uid, d.device);
+    device.name = ClaimDeviceName(claim_uid, d.kubelet.device_name);
     device.container_edits = driverroot::DeviceNodeEdits(nodes);
     spec.devices.push_back(std::move(device));
   }
@@ -74,7 +74,7 @@ absl::StatusOr<cdi::Spec> ClaimCdi::BuildSpec(
 }
 
 absl::StatusOr<std::string> ClaimCdi::Write(
-    const std::string& claim_uid, const std::vector<PreparedDevice>& devices,
+    const std::string& claim_uid, const std::vector<RecordedDevice>& devices,
     const std::map<std::string, cdi::ContainerEdits>& device_edits) const {
   ASSIGN_OR_RETURN(cdi::Spec spec, BuildSpec(claim_uid, devices, device_edits));
   auto path = dir_->Write(claim_uid, std::move(spec));

@@ -44,11 +44,11 @@ class ClaimCdi {
   // device of the prepared device with that name (e.g. the MPS pipe directory and /dev/shm);
   // they are written as given (their host paths are the node's already).
   absl::StatusOr<cdi::Spec> BuildSpec(
-      const std::string& claim_uid, const std::vector<PreparedDevice>& devices,
+      const std::string& claim_uid, const std::vector<RecordedDevice>& devices,
       const std::map<std::string, cdi::ContainerEdits>& device_edits = {}) const;
   // Builds and writes the claim's spec atomically; returns the file path.
   absl::StatusOr<std::string> Write(
-      const std::string& claim_uid, const std::vector<PreparedDevice>& devices,
+      const std::string& claim_uid, const std::vector<RecordedDevice>& devices,
       const std::map<std::string, cdi::ContainerEdits>& device_edits = {}) const;
   // Removes the claim's spec; a missing file is success.
   absl::Status Remove(const std::string& claim_uid) const;

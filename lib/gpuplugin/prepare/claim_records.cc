@@ -19,14 +19,14 @@ std::vector<prepare::StepRecord> AppliedRecords(const prepare::PlanSteps& steps)
   return out;
 }
 
-std::vector<prepare::StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices,
+std::vector<prepare::StepRecord> LegacySteps(const std::vector<RecordedDevice>& devices,
                                              bool completed, bool time_slicing_gate) {
   const prepare::StepState state =
       completed ? prepare::StepState::kApplied : prepare::StepState::kBegun;
   std::vector<std::string> gpus;
   std::set<std::string> seen_gpus, seen_daemons;
   nlohmann::json daemons = nlohmann::json::array();
-  for (const PreparedDevice& d : devices) {
+  for (const RecordedDevice& d : devices) {
     // Explicitly false: never touched. Absent: a record from before time-slicing; reset while
     // the gate is on, as the Go driver does.
     if (d.type == DeviceType::kGpu && d.time_slice_applied.value_or(time_slicing_gate) &&
@@ -49,7 +49,7 @@ std::vector<prepare::StepRecord> LegacySteps(const std::vector<PreparedDevice>& 
 std::vector<prepare::StepRecord> RecordedSteps(const checkpoint::PreparedClaim& claim,
                                                bool time_slicing_gate) {
   if (auto steps = prepare::RecordedStepsOrNone(claim.steps, claim.uid)) return *std::move(steps);
-  absl::StatusOr<std::vector<PreparedDevice>> devices =
+  absl::StatusOr<std::vector<RecordedDevice>> devices =
       PreparedDevicesFromJson(claim.prepared_devices);
   if (!devices.ok()) {
     DRA_WARNING("unreadable device record; no device teardown", "claim", claim.uid, "err",

@@ -115,7 +115,7 @@ class MpsDaemonsStep final : public prepare::PlanStep {
 
 class CdiSpecStep final : public prepare::PlanStep {
  public:
-  CdiSpecStep(std::string uid, std::vector<PreparedDevice> devices, const ClaimCdi* cdi,
+  CdiSpecStep(std::string uid, std::vector<RecordedDevice> devices, const ClaimCdi* cdi,
               const DeviceEdits* edits, const CreatedMigDevices* created_mig)
       : uid_(std::move(uid)),
         devices_(std::move(devices)),
@@ -134,7 +134,7 @@ class CdiSpecStep final : public prepare::PlanStep {
 
  private:
   const std::string uid_;
-  const std::vector<PreparedDevice> devices_;
+  const std::vector<RecordedDevice> devices_;
   const ClaimCdi* const cdi_;
   const DeviceEdits* const edits_;
   const CreatedMigDevices* const created_mig_;
@@ -220,7 +220,7 @@ std::set<std::string> GpusHeldByOthers(const std::string& uid, const checkpoint:
     if (other_uid == uid || other.state != ClaimState::kPrepareCompleted) continue;
     auto devices = PreparedDevicesFromJson(other.prepared_devices);
     if (!devices.ok()) continue;
-    for (const PreparedDevice& d : *devices) {
+    for (const RecordedDevice& d : *devices) {
       // An adminAccess claim observes the GPU and relies on none of its settings.
       if (d.type == DeviceType::kGpu && !d.admin_access) held.insert(d.uuid);
     }
@@ -379,8 +379,8 @@ std::vector<Kind> MakeGpuStepTable() {
         if (services.fabric == nullptr) return absl::OkStatus();
         // adminAccess devices activate no partition: that would change the GPUs under other
         // claims.
-        std::vector<PreparedDevice> workload;
-        for (const PreparedDevice& p : in.devices) {
+        std::vector<RecordedDevice> workload;
+        for (const RecordedDevice& p : in.devices) {
           if (!p.admin_access) workload.push_back(p);
         }
         ASSIGN_OR_RETURN(std::optional<FabricTarget> target,

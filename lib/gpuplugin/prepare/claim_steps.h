@@ -89,10 +89,10 @@ struct ClaimStepsInput {
   std::string claim_uid;
   // Every planned device of the claim, in allocation result order (adminAccess ones included;
   // with consumable shares a device may appear more than once).
-  std::vector<PreparedDevice> devices;
+  std::vector<RecordedDevice> devices;
   std::vector<TimeSliceGroup> time_slices;  // empty: no timeSlicing step
   std::vector<MpsGroup> mps;                // empty: no mpsDaemons step
-  std::vector<PreparedDevice> cdi_devices;  // one per distinct allocated device
+  std::vector<RecordedDevice> cdi_devices;  // one per distinct allocated device
   absl::Time mps_ready_deadline = absl::InfiniteFuture();
   // Unset: no deviceStatus step. Else the claim and its entries of this driver.
   std::optional<StatusClaimRef> status_claim;
@@ -187,7 +187,7 @@ std::vector<prepare::StepRecord> RecordedSteps(const checkpoint::PreparedClaim& 
 // The steps a record without any implies: timeSlicing over the full GPUs whose timeSliceApplied
 // is true (absent: `time_slicing_gate`), without an interval; mpsDaemons with the distinct
 // daemons; cdiSpec. Applied when `completed`, else begun.
-std::vector<prepare::StepRecord> LegacySteps(const std::vector<PreparedDevice>& devices,
+std::vector<prepare::StepRecord> LegacySteps(const std::vector<RecordedDevice>& devices,
                                              bool completed, bool time_slicing_gate);
 
 }  // namespace dra::gpu

@@ -42,7 +42,7 @@ class DegradedHardwareTest : public DeviceStateTest {
     auto prepared = state_->Prepare(Claim(uid, {device}));
     ASSERT_TRUE(prepared.ok()) << prepared.status();
     ASSERT_EQ(prepared->size(), 1u);
-    EXPECT_EQ((*prepared)[0].device, device);
+    EXPECT_EQ((*prepared)[0].kubelet.device_name, device);
     EXPECT_EQ(StateOf(uid), checkpoint::ClaimState::kPrepareCompleted);
     auto spec = ReadFile(SpecPath(uid));
     ASSERT_TRUE(spec.ok()) << spec.status();

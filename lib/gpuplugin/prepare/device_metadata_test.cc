@@ -159,10 +159,11 @@ TEST_F(DeviceMetadataStateTest, PrepareWritesMetadataAndUnprepareRemovesIt) {
   ASSERT_TRUE(devices.ok()) << devices.status();
   ASSERT_EQ(devices->size(), 3u);
   // The metadata CDI ID goes to the first device of each request only.
-  EXPECT_THAT((*devices)[0].cdi_device_ids,
+  EXPECT_THAT((*devices)[0].kubelet.cdi_device_ids,
               ElementsAre(ClaimCdi::DeviceId("uid-1", "gpu-0"), "gpu.nvidia.com/metadata=uid-1_a"));
-  EXPECT_THAT((*devices)[1].cdi_device_ids, ElementsAre(ClaimCdi::DeviceId("uid-1", "gpu-1")));
-  EXPECT_THAT((*devices)[2].cdi_device_ids,
+  EXPECT_THAT((*devices)[1].kubelet.cdi_device_ids,
+              ElementsAre(ClaimCdi::DeviceId("uid-1", "gpu-1")));
+  EXPECT_THAT((*devices)[2].kubelet.cdi_device_ids,
               ElementsAre(ClaimCdi::DeviceId("uid-1", "gpu-2"), "gpu.nvidia.com/metadata=uid-1_b"));
 
   const nlohmann::json a = ReadJson(files_->FilePath("ns", "claim-uid-1", "a"));
@@ -209,7 +210,8 @@ TEST_F(DeviceMetadataStateTest, GateOffWritesNothing) {
   ASSERT_TRUE(gates_->Set("DeviceMetadata=false").ok());
   auto devices = state_->Prepare(TwoRequestClaim("uid-1"));
   ASSERT_TRUE(devices.ok());
-  EXPECT_THAT((*devices)[0].cdi_device_ids, ElementsAre(ClaimCdi::DeviceId("uid-1", "gpu-0")));
+  EXPECT_THAT((*devices)[0].kubelet.cdi_device_ids,
+              ElementsAre(ClaimCdi::DeviceId("uid-1", "gpu-0")));
   EXPECT_FALSE(fs::exists(files_->ClaimDir("ns", "claim-uid-1")));
 }
 

@@ -49,7 +49,7 @@ std::optional<api::TimeSliceInterval> MigTimeSliceOf(const api::Config& config) 
 // Attributes only for VFIO devices, as the Go driver fills them.
 MetadataClaim MetadataOf(const k8s::ResourceClaim& claim, const std::string& driver,
                          const std::vector<ConfigGroup>& groups,
-                         std::vector<PreparedDevice>& prepared) {
+                         std::vector<RecordedDevice>& prepared) {
   MetadataClaim m{.uid = claim.metadata.uid,
                   .namespace_name = claim.metadata.namespace_name,
                   .name = claim.metadata.name};
@@ -68,9 +68,10 @@ MetadataClaim MetadataOf(const k8s::ResourceClaim& claim, const std::string& dri
     if (it == m.requests.end()) {
       m.requests.push_back({.name = request});
       it = std::prev(m.requests.end());
-      for (PreparedDevice& p : prepared) {
-        if (p.device == r.device && !p.requests.empty() && p.requests[0] == r.request) {
-          p.cdi_device_ids.push_back(DeviceMetadataFiles::CdiDeviceId(m.uid, request));
+      for (RecordedDevice& p : prepared) {
+        if (p.kubelet.device_name == r.device && !p.kubelet.request_names.empty() &&
+            p.kubelet.request_names[0] == r.request) {
+          p.kubelet.cdi_device_ids.push_back(DeviceMetadataFiles::CdiDeviceId(m.uid, request));
           break;
         }
       }
@@ -140,7 +141,7 @@ const FeatureGates& DeviceState::gates() const {
   return options_.gates ? *options_.gates : *kNone;
 }
 
-absl::StatusOr<std::vector<PreparedDevice>> DeviceState::Prepare(const k8s::ResourceClaim& claim,
+absl::StatusOr<std::vector<RecordedDevice>> DeviceState::Prepare(const k8s::ResourceClaim& claim,
                                                                  const Deadline& deadline) {
   absl::MutexLock lock(&mu_);
   // The claim is named by the driver's "error preparing devices for claim ..." (driver.cc).
@@ -266,11 +267,11 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
                                         .share_id = r.share_id,
                                         .data = DeviceStatusData(d)});
       }
-      PreparedDevice p;
-      p.requests = {r.request};
-      p.pool = r.pool;
-      p.device = r.device;
-      p.cdi_device_ids = {ClaimCdi::DeviceId(uid, r.device)};
+      RecordedDevice p;
+      p.kubelet = {.request_names = {r.request},
+                   .pool_name = r.pool,
+                   .device_name = r.device,
+                   .cdi_device_ids = {ClaimCdi::DeviceId(uid, r.device)}};
       p.type = d.type;
       p.uuid = d.mig ? d.mig->uuid : d.gpu.uuid;
       p.minor = d.gpu.minor;
@@ -339,8 +340,8 @@ absl::StatusOr<GpuPlan> DeviceState::StepsOf(const std::string& uid, const Plan&
   // One CDI device per allocated device: with consumable shares, two requests of the claim may
   // have been given the same device, and CDI device names must be unique within the spec.
   std::set<std::string> in_spec;
-  for (const PreparedDevice& p : plan.prepared) {
-    if (in_spec.insert(p.device).second) in.cdi_devices.push_back(p);
+  for (const RecordedDevice& p : plan.prepared) {
+    if (in_spec.insert(p.kubelet.device_name).second) in.cdi_devices.push_back(p);
   }
   if (options_.device_status != nullptr && options_.write_device_status) {
     in.status_claim = plan.status_claim;
@@ -367,7 +368,7 @@ bool DeviceState::time_slicing_gate() const {
   return gates().Enabled(std::string(api::gate::kTimeSlicingSettings));
 }
 
-absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
+absl::StatusOr<std::vector<RecordedDevice>> DeviceState::PrepareLocked(
     const k8s::ResourceClaim& claim, const Deadline& deadline) {
   const std::string& uid = claim.metadata.uid;
   // One read serves the idempotency check, the overlap check and the undo of time-slices.
@@ -388,7 +389,7 @@ absl::StatusOr<std::vector<PreparedDevice>> DeviceState::PrepareLocked(
   RETURN_IF_ERROR(CheckMigIntervals(claim, all, plan.mig_intervals));
   {  // PassthroughSupport: a GPU and its gpu-vfio sibling are one device (vfio_claim.h).
     std::vector<std::string> names;
-    for (const PreparedDevice& p : plan.prepared) names.push_back(p.device);
+    for (const RecordedDevice& p : plan.prepared) names.push_back(p.kubelet.device_name);
     RETURN_IF_ERROR(CheckSiblingsFree(inventory_, uid, names, all));
   }
   configs_stage.reset();
@@ -429,7 +430,7 @@ void DeviceState::CountPreparedDevices(const checkpoint::ClaimMap& claims) {
       ++counts["unknown"];
       continue;
     }
-    for (const PreparedDevice& d : *devices) ++counts[DeviceTypeName(d.type)];
+    for (const RecordedDevice& d : *devices) ++counts[DeviceTypeName(d.type)];
   }
   if (options_.on_held_devices) options_.on_held_devices(RecordedDeviceNames(claims));
   absl::MutexLock lock(&counts_mu_);

@@ -118,7 +118,7 @@ class DeviceState {
   // configuration are permanent (api::IsPermanentConfigError). `deadline` (the kubelet's) caps the
   // MPS readiness wait and nvidia-smi, and a step not begun before it fails the prepare with
   // DeadlineExceeded, leaving what a failure of that step leaves.
-  absl::StatusOr<std::vector<PreparedDevice>> Prepare(
+  absl::StatusOr<std::vector<RecordedDevice>> Prepare(
       const k8s::ResourceClaim& claim, const Deadline& deadline = Deadline::Infinite());
   // Undoes Prepare using the checkpoint alone; an unknown claim is success.
   absl::Status Unprepare(const std::string& claim_uid);
@@ -143,7 +143,7 @@ class DeviceState {
   // devices each serves, the time-slices to set, and the steps (claim_steps.h's table).
   struct Plan {
     std::vector<ConfigGroup> groups;
-    std::vector<PreparedDevice> prepared;
+    std::vector<RecordedDevice> prepared;
     std::vector<const api::Config*> configs;
     struct Daemon {
       std::unique_ptr<MpsDaemon> daemon;
@@ -173,13 +173,13 @@ class DeviceState {
   absl::StatusOr<Plan> PlanLocked(const k8s::ResourceClaim& claim,
                                   absl::Time mps_ready_deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<PreparedDevice>> PrepareLocked(const k8s::ResourceClaim& claim,
+  absl::StatusOr<std::vector<RecordedDevice>> PrepareLocked(const k8s::ResourceClaim& claim,
                                                             const Deadline& deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses devices that other PrepareCompleted claims in `all` hold, unless consumable shares
   // allow it and the configs are equal. `configs[i]` is the config of `prepared[i]`.
   absl::Status CheckOverlap(const std::string& uid, const checkpoint::ClaimMap& all,
-                            const std::vector<PreparedDevice>& prepared,
+                            const std::vector<RecordedDevice>& prepared,
                             const std::vector<const api::Config*>& configs) const;
   // Refuses (permanent config error, nothing changed) a claim whose MIG devices ask for a
   // non-Default interval on a parent GPU for which another PrepareCompleted claim in `all` holds a

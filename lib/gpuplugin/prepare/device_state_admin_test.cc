@@ -51,9 +51,9 @@ TEST_F(AdminAccessTest, AdminClaimOnATimeSlicedGpuChangesNoTimeSliceAndNoOtherCl
   EXPECT_EQ(GpuSetting("gpu-2"), "Default/Long");
   EXPECT_EQ(GpuSetting("gpu-3"), "Default/Default");
   ASSERT_EQ(admin->size(), 2u);
-  for (const PreparedDevice& d : *admin) {
-    EXPECT_TRUE(d.admin_access) << d.device;
-    EXPECT_EQ(d.time_slice_applied, false) << d.device;
+  for (const RecordedDevice& d : *admin) {
+    EXPECT_TRUE(d.admin_access) << d.kubelet.device_name;
+    EXPECT_EQ(d.time_slice_applied, false) << d.kubelet.device_name;
   }
   const nlohmann::json monitor = Record("monitor");
   for (const auto& step : monitor["steps"]) {
@@ -98,7 +98,8 @@ TEST_F(AdminAccessTest, AdminClaimOnAnMpsGpuStartsAndStopsNoDaemon) {
   ASSERT_TRUE(admin.ok()) << admin.status();
   EXPECT_EQ(mps_->groups.size(), 1u);
   EXPECT_EQ(mps_->calls, calls);
-  for (const PreparedDevice& d : *admin) EXPECT_FALSE(d.mps_daemon.has_value()) << d.device;
+  for (const RecordedDevice& d : *admin)
+    EXPECT_FALSE(d.mps_daemon.has_value()) << d.kubelet.device_name;
   // The monitor's container joins no MPS daemon.
   EXPECT_THAT(ReadFile(SpecPath("monitor")), Not(HasSubstr("CUDA_MPS_PIPE_DIRECTORY")));
   EXPECT_EQ(ReadFile(SpecPath("workload")), spec);

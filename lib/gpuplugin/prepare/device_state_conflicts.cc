@@ -43,30 +43,31 @@ absl::StatusOr<std::map<std::string, api::Config>> RecordedConfigs(
 }  // namespace
 
 absl::Status DeviceState::CheckOverlap(const std::string& uid, const checkpoint::ClaimMap& all,
-                                       const std::vector<PreparedDevice>& prepared,
+                                       const std::vector<RecordedDevice>& prepared,
                                        const std::vector<const api::Config*>& configs) const {
   for (const auto& [other_uid, other] : all) {
     if (other_uid == uid || other.state != ClaimState::kPrepareCompleted) continue;
-    ASSIGN_OR_RETURN(std::vector<PreparedDevice> held,
+    ASSIGN_OR_RETURN(std::vector<RecordedDevice> held,
                      PreparedDevicesFromJson(other.prepared_devices));
     std::set<std::string> names;
-    for (const PreparedDevice& h : held) {
-      if (!h.admin_access) names.insert(h.device);
+    for (const RecordedDevice& h : held) {
+      if (!h.admin_access) names.insert(h.kubelet.device_name);
     }
     std::optional<absl::StatusOr<std::map<std::string, api::Config>>> other_configs;
     for (size_t i = 0; i < prepared.size(); ++i) {
-      const PreparedDevice& p = prepared[i];
-      if (p.admin_access || !names.contains(p.device)) continue;
+      const RecordedDevice& p = prepared[i];
+      if (p.admin_access || !names.contains(p.kubelet.device_name)) continue;
       if (!options_.consumable_shares.Enabled() || p.type == DeviceType::kVfio) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "requested device ", p.device, " is already allocated to different claim ", other_uid));
+        return absl::FailedPreconditionError(
+            absl::StrCat("requested device ", p.kubelet.device_name,
+                         " is already allocated to different claim ", other_uid));
       }
       if (!other_configs) {
         other_configs = RecordedConfigs(other, inventory_, options_.driver_name, gates());
       }
       const api::Config* theirs = nullptr;
       if (other_configs->ok()) {
-        auto it = (*other_configs)->find(p.device);
+        auto it = (*other_configs)->find(p.kubelet.device_name);
         if (it != (*other_configs)->end()) theirs = &it->second;
       } else {
         DRA_WARNING("cannot resolve the configs of a prepared claim; treating them as different",
@@ -74,7 +75,7 @@ absl::Status DeviceState::CheckOverlap(const std::string& uid, const checkpoint:
       }
       if (theirs == nullptr || !(*theirs == *configs[i])) {
         return absl::FailedPreconditionError(
-            absl::StrCat("requested device ", p.device,
+            absl::StrCat("requested device ", p.kubelet.device_name,
                          " has conflicting configuration with already prepared claim ", other_uid));
       }
     }

@@ -204,8 +204,8 @@ TEST_F(DeviceStateTest, TwoRequestsOnOneSharedDeviceGiveOneCdiDevice) {
   auto devices = state_->Prepare(claim);
   ASSERT_TRUE(devices.ok()) << devices.status();
   ASSERT_EQ(devices->size(), 2u);
-  EXPECT_EQ((*devices)[0].cdi_device_ids, (*devices)[1].cdi_device_ids);
-  EXPECT_THAT((*devices)[1].requests, ::testing::ElementsAre("other"));
+  EXPECT_EQ((*devices)[0].kubelet.cdi_device_ids, (*devices)[1].kubelet.cdi_device_ids);
+  EXPECT_THAT((*devices)[1].kubelet.request_names, ::testing::ElementsAre("other"));
   auto spec = ReadFile(SpecPath("uid-1"));
   ASSERT_TRUE(spec.ok()) << spec.status();
   auto j = nlohmann::json::parse(*spec);

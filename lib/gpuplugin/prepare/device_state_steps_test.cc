@@ -240,14 +240,17 @@ TEST_F(PrepareStepsTest, OldFormatStartedRecordIsRolledBackAndPreparedAgain) {
 }
 
 TEST(LegacyStepsTest, DerivedFromTheDevices) {
-  PreparedDevice sliced{.device = "gpu-0", .type = DeviceType::kGpu, .uuid = "GPU-0"};
+  RecordedDevice sliced{
+      .kubelet = {.device_name = "gpu-0"}, .type = DeviceType::kGpu, .uuid = "GPU-0"};
   sliced.time_slice_applied = true;
-  PreparedDevice old{.device = "gpu-1", .type = DeviceType::kGpu, .uuid = "GPU-1"};  // no flag
-  PreparedDevice mps{.device = "gpu-2", .type = DeviceType::kGpu, .uuid = "GPU-2"};
+  RecordedDevice old{
+      .kubelet = {.device_name = "gpu-1"}, .type = DeviceType::kGpu, .uuid = "GPU-1"};  // no flag
+  RecordedDevice mps{
+      .kubelet = {.device_name = "gpu-2"}, .type = DeviceType::kGpu, .uuid = "GPU-2"};
   mps.time_slice_applied = false;
   mps.mps_daemon = MpsDaemonRecord{.id = "d", .ns = "ns", .full_gpu_uuids = {"GPU-2"}};
-  PreparedDevice mps2 = mps;  // same daemon: listed once
-  mps2.device = "gpu-3";
+  RecordedDevice mps2 = mps;  // same daemon: listed once
+  mps2.kubelet.device_name = "gpu-3";
 
   auto summary = [](const std::vector<prepare::StepRecord>& steps) {
     return prepare::StepRecordsToJson(steps);
@@ -296,7 +299,7 @@ TEST(GpuStepTableTest, EveryNameARecordCanHoldHasAnUndoer) {
   }
   EXPECT_EQ(undoers.size(), kRecordableStepNames.size());
   // The names a record without steps implies (LegacySteps) are among them.
-  PreparedDevice gpu{.device = "gpu-0", .uuid = "GPU-0"};
+  RecordedDevice gpu{.kubelet = {.device_name = "gpu-0"}, .uuid = "GPU-0"};
   gpu.mps_daemon = MpsDaemonRecord{.id = "d"};
   for (const prepare::StepRecord& r : LegacySteps({gpu}, true, true)) {
     EXPECT_TRUE(undoers.contains(r.name)) << r.name;
@@ -312,7 +315,7 @@ TEST(GpuStepTableTest, PlansEachKindTheClaimNeedsInTableOrder) {
   const VfioHost host;
   ClaimStepsInput in{.claim_uid = "uid"};
   in.time_slices = {{.gpu_uuids = {"GPU-0"}}};
-  in.cdi_devices = {{.device = "gpu-0", .uuid = "GPU-0"}};
+  in.cdi_devices = {{.kubelet = {.device_name = "gpu-0"}, .uuid = "GPU-0"}};
   in.status_claim = StatusClaimRef{.namespace_name = "ns", .name = "c", .uid = "uid"};
   in.metadata = MetadataClaim{.uid = "uid", .namespace_name = "ns", .name = "c"};
   in.vfio = {{.bus_id = "0000:65:00.0", .module = "vfio_pci"}};
@@ -320,9 +323,11 @@ TEST(GpuStepTableTest, PlansEachKindTheClaimNeedsInTableOrder) {
   // The fabric entry plans from the claim's devices: gpu-0 is module 1, partition 1's only one.
   const FabricPartitioning fabric{.partitions = {{.id = 1, .module_ids = {1}}},
                                   .module_by_bus_id = {{"0000:18:00.0", 1}}};
-  in.devices = {
-      {.device = "gpu-0", .type = DeviceType::kGpu, .uuid = "GPU-0", .pci_bus_id = "0000:18:00.0"}};
-  PreparedDevice mig{.device = "gpu-1-mig-1g", .type = DeviceType::kMig};
+  in.devices = {{.kubelet = {.device_name = "gpu-0"},
+                 .type = DeviceType::kGpu,
+                 .uuid = "GPU-0",
+                 .pci_bus_id = "0000:18:00.0"}};
+  RecordedDevice mig{.kubelet = {.device_name = "gpu-1-mig-1g"}, .type = DeviceType::kMig};
   mig.mig = MigInfo{.parent_uuid = "GPU-1", .profile = "1g.10gb", .dynamic = true};
   in.cdi_devices.push_back(mig);
   in.mps = {{.device_names = {"gpu-1-mig-1g"}}};  // planned only: the daemon is not read
@@ -350,7 +355,7 @@ TEST(GpuStepTableTest, PlansEachKindTheClaimNeedsInTableOrder) {
 }
 
 TEST(GpuStepTableTest, StepsReadTheContextOfTheirPlanAfterThePlanMoved) {
-  PreparedDevice mig{.device = "gpu-0-mig-1g", .type = DeviceType::kMig};
+  RecordedDevice mig{.kubelet = {.device_name = "gpu-0-mig-1g"}, .type = DeviceType::kMig};
   mig.mig = MigInfo{.parent_uuid = "GPU-0", .profile = "1g.10gb", .dynamic = true};
   absl::StatusOr<GpuPlan> planned = GpuClaimSteps({.claim_uid = "uid", .cdi_devices = {mig}}, {});
   ASSERT_TRUE(planned.ok()) << planned.status();

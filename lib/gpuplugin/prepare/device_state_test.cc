@@ -14,8 +14,8 @@ TEST_F(DeviceStateTest, PrepareWritesCdiSpecAndCheckpointIdempotently) {
   auto devices = state_->Prepare(Claim("uid-1", {"gpu-3"}));
   ASSERT_TRUE(devices.ok()) << devices.status();
   ASSERT_EQ(devices->size(), 1u);
-  EXPECT_EQ((*devices)[0].device, "gpu-3");
-  EXPECT_THAT((*devices)[0].cdi_device_ids,
+  EXPECT_EQ((*devices)[0].kubelet.device_name, "gpu-3");
+  EXPECT_THAT((*devices)[0].kubelet.cdi_device_ids,
               ::testing::ElementsAre("k8s.gpu.nvidia.com/claim=uid-1-gpu-3"));
   auto spec = ReadFile(SpecPath("uid-1"));
   ASSERT_TRUE(spec.ok()) << spec.status();

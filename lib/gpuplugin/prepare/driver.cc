@@ -121,12 +121,7 @@ kubeletplugin::PrepareResult GpuDriver::PrepareOne(const k8s::ResourceClaim& cla
   }
   RefreshPreparedDevicesGauge();
   kubeletplugin::PrepareResult result;
-  for (const PreparedDevice& d : *devices) {
-    result.devices.push_back({.request_names = d.requests,
-                              .pool_name = d.pool,
-                              .device_name = d.device,
-                              .cdi_device_ids = d.cdi_device_ids});
-  }
+  for (const RecordedDevice& d : *devices) result.devices.push_back(d.kubelet);
   scope.Succeeded();
   return result;
 }

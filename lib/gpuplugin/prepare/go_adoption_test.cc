@@ -32,13 +32,13 @@ class GoAdoptionTest : public DeviceStateTest {
     std::ofstream(GoSpecPath(uid)) << "cdiVersion: 0.5.0\nkind: k8s.gpu.nvidia.com/claim\n"
                                    << "devices:\n- name: " << uid << "-" << device << "\n";
   }
-  std::vector<PreparedDevice> Recorded(const std::string& uid) {
+  std::vector<RecordedDevice> Recorded(const std::string& uid) {
     auto c = checkpoint_->Get(uid);
     EXPECT_TRUE(c.ok() && c->has_value());
     if (!c.ok() || !c->has_value()) return {};
     auto devices = PreparedDevicesFromJson((*c)->prepared_devices);
     EXPECT_TRUE(devices.ok()) << devices.status();
-    return devices.value_or(std::vector<PreparedDevice>{});
+    return devices.value_or(std::vector<RecordedDevice>{});
   }
 };
 
@@ -57,14 +57,15 @@ TEST_F(GoAdoptionTest, TimeSlicedGpuClaimIsAdoptedAndUnpreparedLikeOurOwn) {
   EXPECT_EQ(checkpoint_->open_adoption()->claims, 1u);
   EXPECT_FALSE(checkpoint_->open_corruption().has_value());
   EXPECT_EQ(StateOf("uid-go"), checkpoint::ClaimState::kPrepareCompleted);
-  std::vector<PreparedDevice> recorded = Recorded("uid-go");
+  std::vector<RecordedDevice> recorded = Recorded("uid-go");
   ASSERT_EQ(recorded.size(), 1u);
   EXPECT_EQ(recorded[0].type, DeviceType::kGpu);
   EXPECT_EQ(recorded[0].uuid, Uuid("gpu-2"));
   EXPECT_EQ(recorded[0].minor, inventory_.Find("gpu-2")->gpu.minor);
   EXPECT_EQ(recorded[0].pci_bus_id, inventory_.Find("gpu-2")->gpu.pci_bus_id);
-  EXPECT_THAT(recorded[0].requests, ElementsAre("gpu"));
-  EXPECT_THAT(recorded[0].cdi_device_ids, ElementsAre("k8s.gpu.nvidia.com/claim=uid-go-gpu-2"));
+  EXPECT_THAT(recorded[0].kubelet.request_names, ElementsAre("gpu"));
+  EXPECT_THAT(recorded[0].kubelet.cdi_device_ids,
+              ElementsAre("k8s.gpu.nvidia.com/claim=uid-go-gpu-2"));
   EXPECT_EQ(recorded[0].time_slice_applied, true);
 
   // The kubelet may prepare it again (a plugin restart): the recorded devices, nothing rewritten.
@@ -101,10 +102,10 @@ TEST_F(GoAdoptionTest, StaticMigDeviceKeepsItsIdentity) {
   WriteGoSpec("uid-mig", mig->name);
   Reopen();
 
-  std::vector<PreparedDevice> recorded = Recorded("uid-mig");
+  std::vector<RecordedDevice> recorded = Recorded("uid-mig");
   ASSERT_EQ(recorded.size(), 1u);
   EXPECT_EQ(recorded[0].type, DeviceType::kMig);
-  EXPECT_EQ(recorded[0].device, mig->name);
+  EXPECT_EQ(recorded[0].kubelet.device_name, mig->name);
   EXPECT_EQ(recorded[0].uuid, mig->mig->uuid);
   EXPECT_EQ(recorded[0].minor, mig->gpu.minor);
   ASSERT_TRUE(recorded[0].mig.has_value());
@@ -127,10 +128,10 @@ TEST_F(GoAdoptionTest, MpsDaemonOfAnAdoptedClaimIsStoppedAtUnprepare) {
   WriteGoSpec("uid-mps", "gpu-1");
   Reopen();
 
-  std::vector<PreparedDevice> recorded = Recorded("uid-mps");
+  std::vector<RecordedDevice> recorded = Recorded("uid-mps");
   ASSERT_EQ(recorded.size(), 2u);
-  for (const PreparedDevice& d : recorded) {
-    ASSERT_TRUE(d.mps_daemon.has_value()) << d.device;
+  for (const RecordedDevice& d : recorded) {
+    ASSERT_TRUE(d.mps_daemon.has_value()) << d.kubelet.device_name;
     EXPECT_EQ(d.mps_daemon->id, "uid-mps-0a1b2");
     EXPECT_EQ(d.mps_daemon->ns, "mps-ns");
     EXPECT_THAT(d.mps_daemon->full_gpu_uuids, ElementsAre(Uuid("gpu-1"), Uuid("gpu-4")));

@@ -49,7 +49,7 @@ TEST(GpuCheckpointRecordsFuzzTest, ValidSeedsDecode) {
       dra::testing::ReadFuzzCorpus("lib/gpuplugin/prepare/fuzz_corpus/records");
   int prepared = 0, steps = 0;
   for (const std::string& s : seeds) {
-    absl::StatusOr<std::vector<PreparedDevice>> p = PreparedDevicesFromJson(parse(s));
+    absl::StatusOr<std::vector<RecordedDevice>> p = PreparedDevicesFromJson(parse(s));
     if (p.ok() && !p->empty()) ++prepared;
     absl::StatusOr<std::vector<prepare::StepRecord>> r = prepare::StepRecordsFromJson(parse(s));
     if (r.ok() && r->size() > 1) ++steps;
@@ -71,7 +71,7 @@ TEST(GpuCheckpointRecordsFuzzTest, PreparedDeviceNumbersOutOfRangeAreRefused) {
                                     nlohmann::json(4294967296), nlohmann::json("1")}) {
     nlohmann::json j = valid;
     j[0]["minor"] = bad;
-    absl::StatusOr<std::vector<PreparedDevice>> d = PreparedDevicesFromJson(j);
+    absl::StatusOr<std::vector<RecordedDevice>> d = PreparedDevicesFromJson(j);
     EXPECT_FALSE(d.ok()) << "minor " << bad.dump();
     j = valid;
     j[0]["mig"]["giProfileID"] = bad;
@@ -80,7 +80,7 @@ TEST(GpuCheckpointRecordsFuzzTest, PreparedDeviceNumbersOutOfRangeAreRefused) {
   }
   nlohmann::json max = valid;
   max[0]["minor"] = 4294967295u;
-  absl::StatusOr<std::vector<PreparedDevice>> d = PreparedDevicesFromJson(max);
+  absl::StatusOr<std::vector<RecordedDevice>> d = PreparedDevicesFromJson(max);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ((*d)[0].minor, 4294967295u);
 }

@@ -19,6 +19,7 @@
 #include "lib/common/file_lock.h"
 #include "lib/common/status.h"
 #include "lib/gpuplugin/record/prepared.h"
+#include "lib/kubeletplugin/plugin_types.h"
 
 namespace dra::gpu {
 namespace {
@@ -144,25 +145,25 @@ OJson GoStatus(const Json& allocation) {
 // --- Devices -------------------------------------------------------------------------------------
 
 // kubeletplugin.Device, as "v1"/"v2" hold it (no JSON tags: capitalised, nothing omitted).
-OJson DeviceV2(const PreparedDevice& p) {
-  return OJson{{"Requests", p.requests},
-               {"PoolName", p.pool},
-               {"DeviceName", p.device},
-               {"CDIDeviceIDs", p.cdi_device_ids}};
+OJson DeviceV2(const kubeletplugin::PreparedDevice& d) {
+  return OJson{{"Requests", d.request_names},
+               {"PoolName", d.pool_name},
+               {"DeviceName", d.device_name},
+               {"CDIDeviceIDs", d.cdi_device_ids}};
 }
 
 // CheckpointDevice, as "v3" holds it (every field omitempty).
-OJson DeviceV3(const PreparedDevice& p) {
+OJson DeviceV3(const kubeletplugin::PreparedDevice& d) {
   OJson out = OJson::object();
-  if (!p.requests.empty()) out["requests"] = p.requests;
-  if (!p.pool.empty()) out["poolName"] = p.pool;
-  if (!p.device.empty()) out["deviceName"] = p.device;
-  if (!p.cdi_device_ids.empty()) out["cdiDeviceIDs"] = p.cdi_device_ids;
+  if (!d.request_names.empty()) out["requests"] = d.request_names;
+  if (!d.pool_name.empty()) out["poolName"] = d.pool_name;
+  if (!d.device_name.empty()) out["deviceName"] = d.device_name;
+  if (!d.cdi_device_ids.empty()) out["cdiDeviceIDs"] = d.cdi_device_ids;
   return out;
 }
 
 // The device's own member ("gpu", "mig" or "vfio") with `device` as its D.
-std::pair<const char*, OJson> Member(const PreparedDevice& p, OJson device) {
+std::pair<const char*, OJson> Member(const RecordedDevice& p, OJson device) {
   switch (p.type) {
     case DeviceType::kGpu:
       return {"gpu", OJson{{"info", OJson{{"uuid", p.uuid}}}, {"device", std::move(device)}}};
@@ -186,16 +187,16 @@ std::pair<const char*, OJson> Member(const PreparedDevice& p, OJson device) {
   return {"gpu", OJson()};
 }
 
-OJson PreparedDeviceV2(const PreparedDevice& p) {
-  auto [key, member] = Member(p, DeviceV2(p));
+OJson PreparedDeviceV2(const RecordedDevice& p) {
+  auto [key, member] = Member(p, DeviceV2(p.kubelet));
   // PreparedDevice{Gpu `json:"gpu"`, Mig `json:"mig"`, Vfio `json:"vfio,omitempty"`}.
   OJson out{{"gpu", nullptr}, {"mig", nullptr}};
   out[key] = std::move(member);
   return out;
 }
 
-OJson PreparedDeviceV3(const PreparedDevice& p) {
-  auto [key, member] = Member(p, DeviceV3(p));
+OJson PreparedDeviceV3(const RecordedDevice& p) {
+  auto [key, member] = Member(p, DeviceV3(p.kubelet));
   OJson out = OJson::object();  // every member omitempty
   out[key] = std::move(member);
   return out;
@@ -207,12 +208,12 @@ struct Group {
   std::string mps_id;
   std::optional<bool> time_slice_applied;
   bool has_gpu = false;
-  std::vector<const PreparedDevice*> devices;
+  std::vector<const RecordedDevice*> devices;
 };
 
-std::vector<Group> Grouped(const std::vector<PreparedDevice>& devices) {
+std::vector<Group> Grouped(const std::vector<RecordedDevice>& devices) {
   std::vector<Group> groups;
-  for (const PreparedDevice& p : devices) {
+  for (const RecordedDevice& p : devices) {
     const std::string mps_id = p.mps_daemon ? p.mps_daemon->id : "";
     const bool gpu = p.type == DeviceType::kGpu;
     Group* last = groups.empty() ? nullptr : &groups.back();
@@ -240,11 +241,11 @@ OJson ConfigState(const Group& g) {
   return out;
 }
 
-OJson GroupsJson(const std::vector<Group>& groups, OJson (*device)(const PreparedDevice&)) {
+OJson GroupsJson(const std::vector<Group>& groups, OJson (*device)(const RecordedDevice&)) {
   OJson out = OJson::array();
   for (const Group& g : groups) {
     OJson list = OJson::array();
-    for (const PreparedDevice* p : g.devices) list.push_back(device(*p));
+    for (const RecordedDevice* p : g.devices) list.push_back(device(*p));
     out.push_back(OJson{{"devices", std::move(list)}, {"configState", ConfigState(g)}});
   }
   return out;
@@ -275,16 +276,16 @@ absl::StatusOr<std::string> GoCheckpointText(const checkpoint::Contents& content
           "only PrepareCompleted claims can be exported. Let the kubelet finish or unprepare it, "
           "then export again"));
     }
-    absl::StatusOr<std::vector<PreparedDevice>> devices =
+    absl::StatusOr<std::vector<RecordedDevice>> devices =
         PreparedDevicesFromJson(claim.prepared_devices);
     if (!devices.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(ClaimLabel(claim), ": preparedDevices: ", devices.status().message()));
     }
-    for (const PreparedDevice& p : *devices) {
+    for (const RecordedDevice& p : *devices) {
       if (p.type == DeviceType::kMig && (!p.mig || p.mig->dynamic)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            ClaimLabel(claim), ": device ", p.device,
+            ClaimLabel(claim), ": device ", p.kubelet.device_name,
             " is a DynamicMIG device, which the public driver's checkpoint cannot record (it would "
             "not destroy the MIG device at unprepare); only full GPUs, static MIG devices and "
             "VFIO devices can be exported"));

@@ -165,10 +165,10 @@ TEST_F(GoExportTest, VfioAndAdminAccessDevicesComeBackAsTheyWere) {
   ASSERT_NE(inventory_.Find("gpu-vfio-5"), nullptr);
   Reopen();
 
-  PreparedDevice v{.requests = {"vm"},
-                   .pool = "node1",
-                   .device = "gpu-vfio-5",
-                   .cdi_device_ids = {"k8s.gpu.nvidia.com/claim=uid-vfio-gpu-vfio-5"},
+  RecordedDevice v{.kubelet = {.request_names = {"vm"},
+                               .pool_name = "node1",
+                               .device_name = "gpu-vfio-5",
+                               .cdi_device_ids = {"k8s.gpu.nvidia.com/claim=uid-vfio-gpu-vfio-5"}},
                    .type = DeviceType::kVfio,
                    .uuid = vfio.gpu.uuid,
                    .minor = vfio.gpu.minor,
@@ -183,10 +183,10 @@ TEST_F(GoExportTest, VfioAndAdminAccessDevicesComeBackAsTheyWere) {
        .prepared_devices = PreparedDevicesToJson({v})});
 
   const AllocatableDevice& g = *inventory_.Find("gpu-6");
-  PreparedDevice admin{.requests = {"all"},
-                       .pool = "node1",
-                       .device = "gpu-6",
-                       .cdi_device_ids = {"k8s.gpu.nvidia.com/claim=uid-admin-gpu-6"},
+  RecordedDevice admin{.kubelet = {.request_names = {"all"},
+                                   .pool_name = "node1",
+                                   .device_name = "gpu-6",
+                                   .cdi_device_ids = {"k8s.gpu.nvidia.com/claim=uid-admin-gpu-6"}},
                        .type = DeviceType::kGpu,
                        .uuid = g.gpu.uuid,
                        .minor = g.gpu.minor,
@@ -271,9 +271,9 @@ TEST_F(GoExportTest, AClaimNotCompletedIsRefusedByNameAndNothingIsWritten) {
 TEST_F(GoExportTest, ADynamicMigDeviceIsRefusedByName) {
   Init("h100-8x");
   const AllocatableDevice& g = *inventory_.Find("gpu-0");
-  PreparedDevice d{.requests = {"gpu"},
-                   .pool = "node1",
-                   .device = "gpu-0-mig-1g10gb-19-0",
+  RecordedDevice d{.kubelet = {.request_names = {"gpu"},
+                               .pool_name = "node1",
+                               .device_name = "gpu-0-mig-1g10gb-19-0"},
                    .type = DeviceType::kMig,
                    .uuid = "MIG-1",
                    .minor = g.gpu.minor,

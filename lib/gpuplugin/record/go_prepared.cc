@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "lib/common/log.h"
 #include "lib/common/status.h"
+#include "lib/kubeletplugin/plugin_types.h"
 
 namespace dra::gpu {
 namespace {
@@ -76,26 +77,27 @@ absl::StatusOr<std::vector<std::string>> StringsAt(const Json& obj, const char* 
   return out;
 }
 
-// Fills requests, pool, device and CDI IDs from the Go "device" value D.
-absl::Status FromGoDev(const Json& dev, const std::string& path, PreparedDevice* p) {
+// Reads the Go "device" value D (the Go driver's kubeletplugin.Device) into `d`.
+absl::Status FromGoDev(const Json& dev, const std::string& path, kubeletplugin::PreparedDevice* d) {
   if (!dev.is_object()) return Bad(path, "expected object");
-  ASSIGN_OR_RETURN(p->requests, StringsAt(dev, "Requests", path));
-  ASSIGN_OR_RETURN(p->pool, StringAt(dev, "PoolName", path));
-  ASSIGN_OR_RETURN(p->device, StringAt(dev, "DeviceName", path));
-  ASSIGN_OR_RETURN(p->cdi_device_ids, StringsAt(dev, "CDIDeviceIDs", path));
+  ASSIGN_OR_RETURN(d->request_names, StringsAt(dev, "Requests", path));
+  ASSIGN_OR_RETURN(d->pool_name, StringAt(dev, "PoolName", path));
+  ASSIGN_OR_RETURN(d->device_name, StringAt(dev, "DeviceName", path));
+  ASSIGN_OR_RETURN(d->cdi_device_ids, StringsAt(dev, "CDIDeviceIDs", path));
   return absl::OkStatus();
 }
 
 // Whether the allocation gave this device to this request with admin access.
-bool AdminAccessOf(const Json& allocation, const PreparedDevice& p) {
+bool AdminAccessOf(const Json& allocation, const kubeletplugin::PreparedDevice& d) {
   if (!allocation.is_object()) return false;
   const Json results = allocation.value("devices", Json::object()).value("results", Json::array());
   if (!results.is_array()) return false;
   for (const Json& r : results) {
-    if (!r.is_object() || r.value("device", "") != p.device || r.value("pool", "") != p.pool) {
+    if (!r.is_object() || r.value("device", "") != d.device_name ||
+        r.value("pool", "") != d.pool_name) {
       continue;
     }
-    if (!p.requests.empty() && r.value("request", "") != p.requests[0]) continue;
+    if (!d.request_names.empty() && r.value("request", "") != d.request_names[0]) continue;
     const Json admin = r.value("adminAccess", Json());
     if (admin.is_boolean() && admin.get<bool>()) return true;
   }
@@ -103,32 +105,32 @@ bool AdminAccessOf(const Json& allocation, const PreparedDevice& p) {
 }
 
 // A full GPU: its minor and PCI bus ID from the inventory, else the minor from its name.
-absl::StatusOr<PreparedDevice> ConvertGpu(const Json& gpu, const std::string& path,
+absl::StatusOr<RecordedDevice> ConvertGpu(const Json& gpu, const std::string& path,
                                           const Inventory& inventory) {
-  PreparedDevice p;
+  RecordedDevice p;
   p.type = DeviceType::kGpu;
-  RETURN_IF_ERROR(FromGoDev(gpu.value("device", Json()), path + ".gpu.device", &p));
+  RETURN_IF_ERROR(FromGoDev(gpu.value("device", Json()), path + ".gpu.device", &p.kubelet));
   ASSIGN_OR_RETURN(p.uuid, StringAt(gpu.value("info", Json::object()), "uuid", path + ".gpu.info"));
-  const AllocatableDevice* known = inventory.Find(p.device);
+  const AllocatableDevice* known = inventory.Find(p.kubelet.device_name);
   if (known != nullptr && known->type == DeviceType::kGpu && known->gpu.uuid == p.uuid) {
     p.minor = known->gpu.minor;
     p.pci_bus_id = known->gpu.pci_bus_id;
-  } else if (std::optional<unsigned> minor = ParseName(p.device).minor) {
+  } else if (std::optional<unsigned> minor = ParseName(p.kubelet.device_name).minor) {
     p.minor = *minor;
   } else {
-    return Bad(path, absl::StrCat("GPU \"", p.device, "\" is not on this node and its name has ",
-                                  "no minor"));
+    return Bad(path, absl::StrCat("GPU \"", p.kubelet.device_name,
+                                  "\" is not on this node and its name has no minor"));
   }
   return p;
 }
 
 // A static MIG device: the Go record's identity, with profile and placement from the inventory
 // (or, for a device this node no longer has, what its name says).
-absl::StatusOr<PreparedDevice> ConvertMig(const Json& mig, const std::string& path,
+absl::StatusOr<RecordedDevice> ConvertMig(const Json& mig, const std::string& path,
                                           const Inventory& inventory) {
-  PreparedDevice p;
+  RecordedDevice p;
   p.type = DeviceType::kMig;
-  RETURN_IF_ERROR(FromGoDev(mig.value("device", Json()), path + ".mig.device", &p));
+  RETURN_IF_ERROR(FromGoDev(mig.value("device", Json()), path + ".mig.device", &p.kubelet));
   const Json concrete = mig.value("concrete", Json::object());
   const std::string cpath = path + ".mig.concrete";
   MigInfo info;
@@ -139,7 +141,7 @@ absl::StatusOr<PreparedDevice> ConvertMig(const Json& mig, const std::string& pa
   ASSIGN_OR_RETURN(info.parent_minor, UintAt(concrete, "parentMinor", cpath));
   ASSIGN_OR_RETURN(info.gi_id, UintAt(concrete, "giId", cpath));
   ASSIGN_OR_RETURN(info.ci_id, UintAt(concrete, "ciId", cpath));
-  const AllocatableDevice* known = inventory.Find(p.device);
+  const AllocatableDevice* known = inventory.Find(p.kubelet.device_name);
   if (known != nullptr && known->mig && known->mig->uuid == info.uuid) {
     info.profile = known->mig->profile;
     info.gi_profile_id = known->mig->gi_profile_id;
@@ -147,7 +149,7 @@ absl::StatusOr<PreparedDevice> ConvertMig(const Json& mig, const std::string& pa
     info.placement_size = known->mig->placement_size;
     if (info.parent_pci_bus_id.empty()) info.parent_pci_bus_id = known->gpu.pci_bus_id;
   } else {
-    const NameParts parts = ParseName(p.device);
+    const NameParts parts = ParseName(p.kubelet.device_name);
     info.profile = parts.profile;
     info.gi_profile_id = parts.gi_profile_id.value_or(0);
     info.placement_start = parts.placement_start.value_or(0);
@@ -163,15 +165,15 @@ absl::StatusOr<PreparedDevice> ConvertMig(const Json& mig, const std::string& pa
 // device of the same name and UUID (a "gpu-vfio-<index>" name says nothing about the minor).
 // The Go record carries no journal of the vfio steps (claim_steps.h), so unprepare has nothing to
 // undo and does not bind the GPU back to the nvidia driver (logged when adopted).
-absl::StatusOr<PreparedDevice> ConvertVfio(const Json& vfio, const std::string& path,
+absl::StatusOr<RecordedDevice> ConvertVfio(const Json& vfio, const std::string& path,
                                            const Inventory& inventory) {
-  PreparedDevice p;
+  RecordedDevice p;
   p.type = DeviceType::kVfio;
-  RETURN_IF_ERROR(FromGoDev(vfio.value("device", Json()), path + ".vfio.device", &p));
+  RETURN_IF_ERROR(FromGoDev(vfio.value("device", Json()), path + ".vfio.device", &p.kubelet));
   const Json info = vfio.value("info", Json::object());
   ASSIGN_OR_RETURN(p.uuid, StringAt(info, "uuid", path + ".vfio.info"));
   ASSIGN_OR_RETURN(p.pci_bus_id, StringAt(info, "pciBusID", path + ".vfio.info", false));
-  const AllocatableDevice* known = inventory.Find(p.device);
+  const AllocatableDevice* known = inventory.Find(p.kubelet.device_name);
   if (known != nullptr && known->type == DeviceType::kVfio && known->gpu.uuid == p.uuid) {
     p.minor = known->gpu.minor;
     if (p.pci_bus_id.empty()) p.pci_bus_id = known->gpu.pci_bus_id;
@@ -179,16 +181,16 @@ absl::StatusOr<PreparedDevice> ConvertVfio(const Json& vfio, const std::string& 
   DRA_WARNING(
       "adopted a VFIO device from the Go driver's checkpoint; unprepare will not bind it back to "
       "the nvidia driver",
-      "device", p.device, "pciBusID", p.pci_bus_id);
+      "device", p.kubelet.device_name, "pciBusID", p.pci_bus_id);
   return p;
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromGo(
+absl::StatusOr<std::vector<RecordedDevice>> PreparedDevicesFromGo(
     const Json& groups, const Json& allocation, const Inventory& inventory,
     const std::string& mps_namespace) {
-  std::vector<PreparedDevice> out;
+  std::vector<RecordedDevice> out;
   if (groups.is_null()) return out;
   if (!groups.is_array()) return Bad("preparedDevices", "expected a list of groups");
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -213,7 +215,7 @@ absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromGo(
       const std::string path = absl::StrCat(gpath, ".devices[", i, "]");
       const Json& d = devices[i];
       if (!d.is_object()) return Bad(path, "expected object");
-      absl::StatusOr<PreparedDevice> p;
+      absl::StatusOr<RecordedDevice> p;
       if (d.value("gpu", Json()).is_object()) {
         p = ConvertGpu(d["gpu"], path, inventory);
       } else if (d.value("mig", Json()).is_object()) {
@@ -224,7 +226,7 @@ absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromGo(
         return Bad(path, "neither a gpu, a mig nor a vfio device");
       }
       if (!p.ok()) return p.status();
-      p->admin_access = AdminAccessOf(allocation, *p);
+      p->admin_access = AdminAccessOf(allocation, p->kubelet);
       if (p->type == DeviceType::kGpu) p->time_slice_applied = time_slice_applied;
       out.push_back(*std::move(p));
     }
@@ -249,7 +251,7 @@ checkpoint::GoDevicesConverter GoDevicesConverter(Inventory inventory, std::stri
   return [inventory = std::move(inventory), ns = std::move(mps_namespace)](
              const std::string& claim_uid, const Json& go_devices,
              const Json& allocation) -> absl::StatusOr<Json> {
-    absl::StatusOr<std::vector<PreparedDevice>> devices =
+    absl::StatusOr<std::vector<RecordedDevice>> devices =
         PreparedDevicesFromGo(go_devices, allocation, inventory, ns);
     if (!devices.ok()) return devices.status();
     return PreparedDevicesToJson(*devices);

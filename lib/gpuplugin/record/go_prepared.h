@@ -33,7 +33,7 @@ namespace dra::gpu {
 
 // Converts one claim's Go device groups. `allocation` is the claim's status.allocation (null when
 // unknown). InvalidArgument, naming the element, for a record of the wrong shape.
-absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromGo(const nlohmann::json& groups,
+absl::StatusOr<std::vector<RecordedDevice>> PreparedDevicesFromGo(const nlohmann::json& groups,
                                                                   const nlohmann::json& allocation,
                                                                   const Inventory& inventory,
                                                                   const std::string& mps_namespace);

@@ -40,13 +40,13 @@ std::string ClaimDeviceName(const std::string& claim_uid, const std::string& dev
   return absl::StrCat(claim_uid, "-", device);
 }
 
-nlohmann::json PreparedDevicesToJson(const std::vector<PreparedDevice>& devices) {
+nlohmann::json PreparedDevicesToJson(const std::vector<RecordedDevice>& devices) {
   nlohmann::json out = nlohmann::json::array();
-  for (const PreparedDevice& d : devices) {
-    nlohmann::json j = {{"requests", d.requests},
-                        {"pool", d.pool},
-                        {"device", d.device},
-                        {"cdiDeviceIDs", d.cdi_device_ids},
+  for (const RecordedDevice& d : devices) {
+    nlohmann::json j = {{"requests", d.kubelet.request_names},
+                        {"pool", d.kubelet.pool_name},
+                        {"device", d.kubelet.device_name},
+                        {"cdiDeviceIDs", d.kubelet.cdi_device_ids},
                         {"type", DeviceTypeName(d.type)},
                         {"uuid", d.uuid},
                         {"minor", d.minor},
@@ -72,17 +72,17 @@ nlohmann::json PreparedDevicesToJson(const std::vector<PreparedDevice>& devices)
   return out;
 }
 
-absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromJson(const nlohmann::json& j) {
-  std::vector<PreparedDevice> out;
+absl::StatusOr<std::vector<RecordedDevice>> PreparedDevicesFromJson(const nlohmann::json& j) {
+  std::vector<RecordedDevice> out;
   if (j.is_null()) return out;
   if (!j.is_array()) return absl::InvalidArgumentError("prepared devices: expected a list");
   try {
     for (const nlohmann::json& e : j) {
-      PreparedDevice d;
-      d.requests = e.at("requests").get<std::vector<std::string>>();
-      d.pool = e.at("pool").get<std::string>();
-      d.device = e.at("device").get<std::string>();
-      d.cdi_device_ids = e.at("cdiDeviceIDs").get<std::vector<std::string>>();
+      RecordedDevice d;
+      d.kubelet.request_names = e.at("requests").get<std::vector<std::string>>();
+      d.kubelet.pool_name = e.at("pool").get<std::string>();
+      d.kubelet.device_name = e.at("device").get<std::string>();
+      d.kubelet.cdi_device_ids = e.at("cdiDeviceIDs").get<std::vector<std::string>>();
       auto type = ParseType(e.at("type").get<std::string>());
       if (!type.ok()) return type.status();
       d.type = *type;

@@ -11,15 +11,18 @@
 #include "absl/status/statusor.h"
 #include "lib/gpuplugin/inventory/inventory.h"
 #include "lib/gpuplugin/mps/mps_daemon.h"
+#include "lib/kubeletplugin/plugin_types.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::gpu {
 
-struct PreparedDevice {
-  std::vector<std::string> requests;  // the allocation result's request ("req" or "req/sub")
-  std::string pool;
-  std::string device;  // canonical device name
-  std::vector<std::string> cdi_device_ids;
+// One prepared device. JSON (PreparedDevicesToJson): {"requests", "pool", "device",
+// "cdiDeviceIDs"} from `kubelet`, then the GPU facts below.
+struct RecordedDevice {
+  // What the driver reports to the kubelet for this device (GpuDriver returns it as it is):
+  // request_names holds the allocation result's request ("req" or "req/sub"), device_name the
+  // canonical device name. share_id is not recorded (this plugin reports none).
+  kubeletplugin::PreparedDevice kubelet;
   DeviceType type = DeviceType::kGpu;
   std::string uuid;        // GPU UUID, or the MIG device's UUID
   unsigned int minor = 0;  // the GPU's minor (the parent's for MIG)
@@ -36,11 +39,11 @@ struct PreparedDevice {
   // the device does not share through MPS.
   std::optional<MpsDaemonRecord> mps_daemon;
 
-  friend bool operator==(const PreparedDevice&, const PreparedDevice&) = default;
+  friend bool operator==(const RecordedDevice&, const RecordedDevice&) = default;
 };
 
-nlohmann::json PreparedDevicesToJson(const std::vector<PreparedDevice>& devices);
-absl::StatusOr<std::vector<PreparedDevice>> PreparedDevicesFromJson(const nlohmann::json& j);
+nlohmann::json PreparedDevicesToJson(const std::vector<RecordedDevice>& devices);
+absl::StatusOr<std::vector<RecordedDevice>> PreparedDevicesFromJson(const nlohmann::json& j);
 
 // The CDI device name of a device in a claim: "<claimUID>-<device>".
 std::string ClaimDeviceName(const std::string& claim_uid, const std::string& device);

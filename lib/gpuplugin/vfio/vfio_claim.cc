@@ -55,10 +55,10 @@ std::string VfioSibling(const Inventory& inventory, const std::string& name) {
 std::set<std::string> RecordedDeviceNames(const checkpoint::ClaimMap& claims) {
   std::set<std::string> out;
   for (const auto& [uid, claim] : claims) {
-    absl::StatusOr<std::vector<PreparedDevice>> devices =
+    absl::StatusOr<std::vector<RecordedDevice>> devices =
         PreparedDevicesFromJson(claim.prepared_devices);
     if (!devices.ok()) continue;
-    for (const PreparedDevice& p : *devices) out.insert(p.device);
+    for (const RecordedDevice& p : *devices) out.insert(p.kubelet.device_name);
   }
   return out;
 }
