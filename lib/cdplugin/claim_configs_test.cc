@@ -157,14 +157,15 @@ TEST(PreparedClaimTest, RoundTripIncludingAborted) {
   ClaimRecord r;
   r.phase = Phase::kAborted;
   r.aborted_at = absl::FromUnixSeconds(1'700'000'123);
-  r.devices.push_back({.request = "channel",
-                       .pool = "node-a",
-                       .device = "channel-0",
-                       .type = DeviceType::kChannel,
-                       .id = 0,
-                       .domain_id = "cd-1",
-                       .allocation_mode = "All",
-                       .cdi_device_ids = {"k8s.compute-domain.nvidia.com/claim=u-channel-0"}});
+  r.devices.push_back(
+      {.kubelet = {.request_names = {"channel"},
+                   .pool_name = "node-a",
+                   .device_name = "channel-0",
+                   .cdi_device_ids = {"k8s.compute-domain.nvidia.com/claim=u-channel-0"}},
+       .type = DeviceType::kChannel,
+       .id = 0,
+       .domain_id = "cd-1",
+       .allocation_mode = "All"});
   checkpoint::PreparedClaim c = ToCheckpoint(r, "u", "ns", "c", nullptr);
   EXPECT_EQ(c.state, checkpoint::ClaimState::kPrepareStarted);  // aborted is stored as started
   EXPECT_EQ(c.prepared_devices["phase"], "PrepareAborted");

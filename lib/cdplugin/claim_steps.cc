@@ -26,7 +26,8 @@ class DeviceStep : public prepare::PlanStep {
       : env_(env), ref_(std::move(ref)), device_(std::move(device)), context_(context) {}
   bool resumable() const override { return true; }
   absl::Status Apply(const Deadline& /*deadline*/) final {
-    return Annotate(ApplyDevice(), absl::StrCat("claim ", ref_, ", device ", device_.device));
+    return Annotate(ApplyDevice(),
+                    absl::StrCat("claim ", ref_, ", device ", device_.kubelet.device_name));
   }
 
  protected:
@@ -62,7 +63,7 @@ class ChannelStep final : public DeviceStep {
   absl::Status ApplyDevice() override {
     ASSIGN_OR_RETURN(cdi::ContainerEdits edits,
                      env_.host_imex != nullptr ? HostManagedEdits() : DriverManagedEdits());
-    context_->edits[device_.device] = std::move(edits);
+    context_->edits[device_.kubelet.device_name] = std::move(edits);
     return absl::OkStatus();
   }
 
@@ -88,8 +89,9 @@ class ChannelStep final : public DeviceStep {
     if (env_.clique_id.empty()) return cdi::ContainerEdits();  // no NVLink fabric: no channel
     RETURN_IF_ERROR(env_.host_imex->Check());
     if (device_.id < 0 || device_.id >= kImexChannelCount) {
-      return PermanentError(absl::StrCat("channel ID ", device_.id, " of device ", device_.device,
-                                         " is out of range [0, ", kImexChannelCount, ")"));
+      return PermanentError(absl::StrCat("channel ID ", device_.id, " of device ",
+                                         device_.kubelet.device_name, " is out of range [0, ",
+                                         kImexChannelCount, ")"));
     }
     cdi::ContainerEdits edits = ChannelEdits(env_.imex_channels_major, device_.id + 1);
     edits.device_nodes.erase(edits.device_nodes.begin(), edits.device_nodes.end() - 1);
@@ -109,7 +111,7 @@ class ImexConfigStep final : public DeviceStep {
  private:
   absl::Status ApplyDevice() override {
     ASSIGN_OR_RETURN(cdi::ContainerEdits edits, Edits());
-    context_->edits[device_.device] = std::move(edits);
+    context_->edits[device_.kubelet.device_name] = std::move(edits);
     return absl::OkStatus();
   }
 
@@ -318,10 +320,11 @@ std::string CdStepTableMarkdown() { return prepare::StepTableMarkdown(CdStepTabl
 std::vector<RecordedDevice> WithCdiIds(std::vector<RecordedDevice> devices,
                                        const ClaimContext& context) {
   for (RecordedDevice& d : devices) {
-    d.cdi_device_ids.clear();
-    if (d.type == DeviceType::kDaemon) d.cdi_device_ids.push_back(CdiSpecs::BaseDeviceId());
-    if (auto it = context.cdi_ids.find(d.device); it != context.cdi_ids.end()) {
-      d.cdi_device_ids.push_back(it->second);
+    std::vector<std::string>& ids = d.kubelet.cdi_device_ids;
+    ids.clear();
+    if (d.type == DeviceType::kDaemon) ids.push_back(CdiSpecs::BaseDeviceId());
+    if (auto it = context.cdi_ids.find(d.kubelet.device_name); it != context.cdi_ids.end()) {
+      ids.push_back(it->second);
     }
   }
   return devices;

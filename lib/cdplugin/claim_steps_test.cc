@@ -140,8 +140,8 @@ TEST_F(StepsTest, LegacyStartedRecordIsUnpreparedOrFinished) {
 
 TEST(LegacyStepsTest, DerivedFromTheRecordedDevices) {
   const std::vector<RecordedDevice> devices = {
-      {.device = "channel-0", .type = DeviceType::kChannel, .domain_id = "cd-1"},
-      {.device = "daemon-0", .type = DeviceType::kDaemon, .domain_id = "cd-2"}};
+      {.kubelet = {.device_name = "channel-0"}, .type = DeviceType::kChannel, .domain_id = "cd-1"},
+      {.kubelet = {.device_name = "daemon-0"}, .type = DeviceType::kDaemon, .domain_id = "cd-2"}};
   EXPECT_THAT(LegacySteps(devices, /*completed=*/true, /*host_managed=*/false),
               ElementsAre(Label("cd-1", kApplied), StepRecord{kChannelStep, kApplied, nullptr},
                           StepRecord{kImexConfigStep, kApplied, nullptr},
@@ -189,8 +189,8 @@ TEST(CdStepTableTest, NamesUniqueAndEveryRecordedNameHasAnUndoer) {
   const StepEnv env;
   const prepare::StepUndoers undoers = ClaimUndoers(env, "c1");
   const std::vector<RecordedDevice> devices = {
-      {.device = "channel-0", .type = DeviceType::kChannel, .domain_id = "cd-1"},
-      {.device = "daemon-0", .type = DeviceType::kDaemon, .domain_id = "cd-1"}};
+      {.kubelet = {.device_name = "channel-0"}, .type = DeviceType::kChannel, .domain_id = "cd-1"},
+      {.kubelet = {.device_name = "daemon-0"}, .type = DeviceType::kDaemon, .domain_id = "cd-1"}};
   for (const StepRecord& r : LegacySteps(devices, /*completed=*/true, /*host_managed=*/false)) {
     EXPECT_EQ(undoers.count(r.name), 1u) << r.name;
   }
@@ -209,15 +209,17 @@ TEST_F(StepsTest, PlannedStepsAreWhatTheTableSays) {
   api_.AddDomain("cd-1", "driver-ns", "d");
   const StepEnv env{.host_imex = nullptr};
   ClaimPlan plan;
-  ASSERT_TRUE(
-      PlanClaimSteps(
-          {.uid = "c1",
-           .ref = "driver-ns/claim-c1",
-           .devices = {{.device = "channel-0", .type = DeviceType::kChannel, .domain_id = "cd-1"},
-                       {.device = "daemon-0", .type = DeviceType::kDaemon, .domain_id = "cd-1"}},
-           .channel_domains = {{"cd-1", api_.FindDomain("cd-1")}}},
-          env, &plan)
-          .ok());
+  ASSERT_TRUE(PlanClaimSteps({.uid = "c1",
+                              .ref = "driver-ns/claim-c1",
+                              .devices = {{.kubelet = {.device_name = "channel-0"},
+                                           .type = DeviceType::kChannel,
+                                           .domain_id = "cd-1"},
+                                          {.kubelet = {.device_name = "daemon-0"},
+                                           .type = DeviceType::kDaemon,
+                                           .domain_id = "cd-1"}},
+                              .channel_domains = {{"cd-1", api_.FindDomain("cd-1")}}},
+                             env, &plan)
+                  .ok());
   std::vector<std::string> names;
   for (const auto& step : plan.steps) {
     names.push_back(step->name());

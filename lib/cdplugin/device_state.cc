@@ -19,12 +19,7 @@ nlohmann::json AllocationJson(const k8s::ResourceClaim& claim) {
 
 std::vector<kubeletplugin::PreparedDevice> ToPrepared(const ClaimRecord& record) {
   std::vector<kubeletplugin::PreparedDevice> out;
-  for (const RecordedDevice& d : record.devices) {
-    out.push_back({.request_names = {d.request},
-                   .pool_name = d.pool,
-                   .device_name = d.device,
-                   .cdi_device_ids = d.cdi_device_ids});
-  }
+  for (const RecordedDevice& d : record.devices) out.push_back(d.kubelet);
   return out;
 }
 
@@ -90,10 +85,11 @@ class ClaimJournal final : public prepare::StepJournal {
         const RecordedDevice& mine = devices_[i];
         if (!exclusive_[i]) continue;
         for (const RecordedDevice& theirs : other_record->devices) {
-          if (mine.pool == theirs.pool && mine.device == theirs.device) {
+          if (mine.kubelet.pool_name == theirs.kubelet.pool_name &&
+              mine.kubelet.device_name == theirs.kubelet.device_name) {
             return RetryableError(absl::StrCat(
                 DeviceTypeName(mine.type), " ", mine.id, " already allocated by claim ", other_uid,
-                " (according to checkpoint); requested device ", mine.device,
+                " (according to checkpoint); requested device ", mine.kubelet.device_name,
                 " is already allocated to a different claim"));
           }
         }
@@ -306,7 +302,7 @@ absl::Status DeviceState::Unprepare(const std::string& uid) {
     ClaimRecord aborted = record;
     aborted.phase = Phase::kAborted;
     aborted.aborted_at = clock_->Now();
-    for (RecordedDevice& d : aborted.devices) d.cdi_device_ids.clear();
+    for (RecordedDevice& d : aborted.devices) d.kubelet.cdi_device_ids.clear();
     it->second = ToCheckpoint(aborted, uid, it->second.namespace_name, it->second.name,
                               it->second.allocation);
     return absl::OkStatus();

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/types.h"
@@ -22,9 +23,9 @@ const char* PhaseName(Phase phase) {
 }
 
 RecordedDevice RecordDevice(const ConfiguredDevice& d, const std::string& pool) {
-  RecordedDevice r{.request = d.result.request,
-                   .pool = d.result.pool.empty() ? pool : d.result.pool,
-                   .device = d.result.device,
+  RecordedDevice r{.kubelet = {.request_names = {d.result.request},
+                               .pool_name = d.result.pool.empty() ? pool : d.result.pool,
+                               .device_name = d.result.device},
                    .type = d.type,
                    .id = d.id,
                    .domain_id = d.domain_id()};
@@ -39,13 +40,14 @@ nlohmann::json EncodeRecord(const ClaimRecord& record) {
   if (record.phase == Phase::kAborted)
     j["abortedAt"] = absl::FormatTime(absl::RFC3339_full, record.aborted_at, absl::UTCTimeZone());
   for (const RecordedDevice& d : record.devices) {
-    nlohmann::json dj = {{"request", d.request},
-                         {"pool", d.pool},
-                         {"device", d.device},
+    const std::vector<std::string>& requests = d.kubelet.request_names;
+    nlohmann::json dj = {{"request", requests.empty() ? std::string() : requests.front()},
+                         {"pool", d.kubelet.pool_name},
+                         {"device", d.kubelet.device_name},
                          {"type", DeviceTypeName(d.type)},
                          {"id", d.id},
                          {"domainID", d.domain_id},
-                         {"cdiDeviceIDs", d.cdi_device_ids}};
+                         {"cdiDeviceIDs", d.kubelet.cdi_device_ids}};
     if (!d.allocation_mode.empty()) dj["allocationMode"] = d.allocation_mode;
     j["devices"].push_back(std::move(dj));
   }
@@ -93,9 +95,10 @@ absl::StatusOr<ClaimRecord> DecodeRecord(const checkpoint::PreparedClaim& claim)
     const std::string path = json_access::IndexPath("devices", i);
     if (absl::Status s = json_access::ExpectObject(dj, path); !s.ok()) return bad(s.message());
     RecordedDevice d;
-    ASSIGN_OR_RETURN(d.request, str(dj, path, "request"));
-    ASSIGN_OR_RETURN(d.pool, str(dj, path, "pool"));
-    ASSIGN_OR_RETURN(d.device, str(dj, path, "device"));
+    ASSIGN_OR_RETURN(std::string request, str(dj, path, "request"));
+    d.kubelet.request_names = {std::move(request)};
+    ASSIGN_OR_RETURN(d.kubelet.pool_name, str(dj, path, "pool"));
+    ASSIGN_OR_RETURN(d.kubelet.device_name, str(dj, path, "device"));
     ASSIGN_OR_RETURN(const std::string type, str(dj, path, "type"));
     if (type == "channel") {
       d.type = DeviceType::kChannel;
@@ -122,7 +125,7 @@ absl::StatusOr<ClaimRecord> DecodeRecord(const checkpoint::PreparedClaim& claim)
         absl::Status s =
             json_access::DecodeString((**ids)[k], json_access::IndexPath(ids_path, k), &id);
         if (!s.ok()) return bad(s.message());
-        d.cdi_device_ids.push_back(std::move(id));
+        d.kubelet.cdi_device_ids.push_back(std::move(id));
       }
     }
     r.devices.push_back(std::move(d));

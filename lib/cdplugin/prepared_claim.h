@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "lib/cdplugin/claim_configs.h"
 #include "lib/checkpoint/format.h"
+#include "lib/kubeletplugin/plugin_types.h"
 #include "nlohmann/json.hpp"
 
 namespace dra::cdplugin {
@@ -40,15 +41,17 @@ namespace dra::cdplugin {
 enum class Phase { kStarted, kCompleted, kAborted };
 const char* PhaseName(Phase phase);
 
+// One device of the claim. JSON: "request", "pool", "device" and "cdiDeviceIDs" from `kubelet`, the
+// others from the members below.
 struct RecordedDevice {
-  std::string request;
-  std::string pool;
-  std::string device;
+  // What the driver reports to the kubelet for this device (DeviceState::Prepare returns it as it
+  // is): request_names holds the allocation result's one request (JSON "request"). share_id is
+  // not recorded (this plugin reports none).
+  kubeletplugin::PreparedDevice kubelet;
   DeviceType type = DeviceType::kChannel;
   int id = 0;
   std::string domain_id;
   std::string allocation_mode;  // channels only
-  std::vector<std::string> cdi_device_ids;
 
   friend bool operator==(const RecordedDevice&, const RecordedDevice&) = default;
 };
