@@ -166,7 +166,8 @@ absl::StatusOr<ClaimMap> Checkpoint::List() const {
   return std::move(contents->claims);
 }
 
-absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claims)>& mutate) {
+absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claims)>& mutate,
+                                const std::function<void(const ClaimMap& committed)>& on_commit) {
   TraceStage stage("checkpointWrite");
   const std::string context = absl::StrCat("update checkpoint ", path_);
   LoadReports reports;
@@ -179,7 +180,11 @@ absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claim
     for (auto& [uid, claim] : contents->claims) {
       if (claim.uid.empty()) claim.uid = uid;
     }
-    return Annotate(WriteLocked(*contents), context);
+    if (absl::Status written = WriteLocked(*contents); !written.ok()) {
+      return Annotate(written, context);
+    }
+    if (on_commit) on_commit(contents->claims);
+    return absl::OkStatus();
   }();
   Notify(reports);
   return status;

@@ -156,8 +156,14 @@ class Checkpoint {
   // Applies `mutate` atomically: lock, read, mutate, write. `mutate` may add, change and erase
   // entries; an added entry's empty uid is set from its key (a different non-empty uid is an
   // error). When `mutate` returns an error nothing is written and that error is returned.
-  // REQUIRES: `mutate` does not call back into this Checkpoint (the lock is not reentrant).
-  absl::Status Update(const std::function<absl::Status(ClaimMap& claims)>& mutate);
+  // `on_commit`, when set, is called with the claims as written once the new file is in place,
+  // still under the lock: side effects of a change (counts, what the plugin publishes) follow
+  // the committed state, never one a failed write left uncommitted. It is not called when
+  // `mutate` or the write fails.
+  // REQUIRES: neither `mutate` nor `on_commit` calls back into this Checkpoint (the lock is not
+  // reentrant).
+  absl::Status Update(const std::function<absl::Status(ClaimMap& claims)>& mutate,
+                      const std::function<void(const ClaimMap& committed)>& on_commit = nullptr);
 
   const std::string& path() const { return path_; }
   const std::string& boot_id() const { return boot_id_; }

@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using Json = nlohmann::json;
 
 using testing::CheckpointTest;
@@ -102,6 +103,52 @@ TEST_F(CheckpointTest, FailedMutationWritesNothing) {
   });
   EXPECT_EQ(status, absl::AbortedError("device setup failed"));
   EXPECT_EQ(*ReadFile(CheckpointPath()), before);
+}
+
+// on_commit runs once the new file is in place, with the claims as written; a failed mutation
+// and a failed write (an entry whose uid differs from its key cannot be encoded) commit nothing
+// and call nothing.
+TEST_F(CheckpointTest, OnCommitFollowsOnlyACommittedWrite) {
+  auto cp = MustOpen();
+  std::vector<std::string> commits;  // per call: the uids given, and whether the file had them
+  auto on_commit = [&](const ClaimMap& committed) {
+    std::string c;
+    const std::string file = ReadFile(CheckpointPath()).value_or("");
+    for (const auto& [uid, claim] : committed) {
+      absl::StrAppend(&c, uid,
+                      file.find(uid) != std::string::npos ? " on disk; " : " not on disk; ");
+    }
+    commits.push_back(c);
+  };
+  ASSERT_TRUE(cp->Update(
+                    [](ClaimMap& claims) {
+                      claims["u1"].state = ClaimState::kPrepareStarted;
+                      return absl::OkStatus();
+                    },
+                    on_commit)
+                  .ok());
+  EXPECT_THAT(commits, ElementsAre("u1 on disk; "));
+  absl::Status aborted =
+      cp->Update([](ClaimMap&) { return absl::AbortedError("device setup failed"); }, on_commit);
+  EXPECT_TRUE(absl::IsAborted(aborted)) << aborted;
+  absl::Status unencodable = cp->Update(
+      [](ClaimMap& claims) {
+        claims["u2"].uid = "other";
+        return absl::OkStatus();
+      },
+      on_commit);
+  EXPECT_TRUE(absl::IsInvalidArgument(unencodable)) << unencodable;
+  EXPECT_THAT(commits, ElementsAre("u1 on disk; "));
+  ASSERT_TRUE(cp->Update(
+                    [](ClaimMap& claims) {
+                      claims.erase("u1");
+                      claims["u3"].state = ClaimState::kPrepareCompleted;
+                      return absl::OkStatus();
+                    },
+                    on_commit)
+                  .ok());
+  EXPECT_THAT(commits, ElementsAre("u1 on disk; ", "u3 on disk; "));
+  EXPECT_THAT(*ReadFile(CheckpointPath()), Not(HasSubstr("u1")));
 }
 
 TEST_F(CheckpointTest, ChecksumMismatchIsMovedAsideAndReported) {

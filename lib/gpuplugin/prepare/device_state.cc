@@ -89,7 +89,8 @@ MetadataClaim MetadataOf(const k8s::ResourceClaim& claim, const std::string& dri
 }
 
 // The claim's checkpoint entry as the step engine's journal: every write records `base` (the
-// claim's identity, allocation and devices) with the given state and steps, and recounts.
+// claim's identity, allocation and devices) with the given state and steps; each committed write
+// recounts from the claims as written (Checkpoint::Update's on_commit).
 class ClaimJournal final : public prepare::StepJournal {
  public:
   ClaimJournal(checkpoint::Checkpoint* checkpoint, checkpoint::PreparedClaim base,
@@ -103,23 +104,25 @@ class ClaimJournal final : public prepare::StepJournal {
     return Write(ClaimState::kPrepareCompleted, steps);
   }
   absl::Status Forget() override {
-    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
-      claims.erase(base_.uid);
-      recount_(claims);
-      return absl::OkStatus();
-    });
+    return checkpoint_->Update(
+        [&](checkpoint::ClaimMap& claims) {
+          claims.erase(base_.uid);
+          return absl::OkStatus();
+        },
+        recount_);
   }
 
  private:
   absl::Status Write(ClaimState state, const std::vector<prepare::StepRecord>& steps) {
-    return checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
-      checkpoint::PreparedClaim& c = claims[base_.uid];
-      c = base_;
-      c.state = state;
-      c.steps = prepare::StepRecordsToJson(steps);
-      recount_(claims);
-      return absl::OkStatus();
-    });
+    return checkpoint_->Update(
+        [&](checkpoint::ClaimMap& claims) {
+          checkpoint::PreparedClaim& c = claims[base_.uid];
+          c = base_;
+          c.state = state;
+          c.steps = prepare::StepRecordsToJson(steps);
+          return absl::OkStatus();
+        },
+        recount_);
   }
 
   checkpoint::Checkpoint* const checkpoint_;
@@ -453,20 +456,21 @@ absl::StatusOr<bool> DeviceState::Rebuild(const k8s::ResourceClaim& claim) {
   }
   nlohmann::json allocation = claim.ToJson()["status"]["allocation"];
   bool added = false;
-  RETURN_IF_ERROR(checkpoint_->Update([&](checkpoint::ClaimMap& claims) {
-    if (claims.contains(uid)) return absl::OkStatus();  // recorded meanwhile: that record wins
-    checkpoint::PreparedClaim& c = claims[uid];
-    c.uid = uid;
-    c.namespace_name = claim.metadata.namespace_name;
-    c.name = claim.metadata.name;
-    c.state = ClaimState::kPrepareCompleted;
-    c.allocation = allocation;
-    c.prepared_devices = PreparedDevicesToJson(plan->prepared);
-    c.steps = prepare::StepRecordsToJson(AppliedRecords(plan->steps.steps));
-    CountPreparedDevices(claims);
-    added = true;
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(checkpoint_->Update(
+      [&](checkpoint::ClaimMap& claims) {
+        if (claims.contains(uid)) return absl::OkStatus();  // recorded meanwhile: that record wins
+        checkpoint::PreparedClaim& c = claims[uid];
+        c.uid = uid;
+        c.namespace_name = claim.metadata.namespace_name;
+        c.name = claim.metadata.name;
+        c.state = ClaimState::kPrepareCompleted;
+        c.allocation = allocation;
+        c.prepared_devices = PreparedDevicesToJson(plan->prepared);
+        c.steps = prepare::StepRecordsToJson(AppliedRecords(plan->steps.steps));
+        added = true;
+        return absl::OkStatus();
+      },
+      [this](const checkpoint::ClaimMap& claims) { CountPreparedDevices(claims); }));
   if (added) {
     DRA_INFO("rebuilt the checkpoint record of a prepared claim", "claim", uid, "namespace",
              claim.metadata.namespace_name, "name", claim.metadata.name, "devices",

@@ -103,9 +103,10 @@ class DeviceState {
     // unprepare of a record naming one fails unless the partition is shared.
     const FabricPartitioning* fabric = nullptr;
     // Gate PassthroughSupport: called with the names of the devices any claim records (in any
-    // state) after each checkpoint write by this object and from CountPreparedDevices, inside the
-    // checkpoint's update (must not touch the checkpoint): the plugin republishes its slice
-    // without their gpu/vfio siblings (vfio_claim.h). Null: nothing.
+    // state) from CountPreparedDevices, which runs after each committed checkpoint write by this
+    // object, with the claims as written, still under the checkpoint's lock (must not touch the
+    // checkpoint): the plugin republishes its slice without their gpu/vfio siblings
+    // (vfio_claim.h). A write that fails reports nothing. Null: nothing.
     std::function<void(const std::set<std::string>& held)> on_held_devices;
     Clock* clock = RealClock::Get();
   };
@@ -132,7 +133,7 @@ class DeviceState {
   const Inventory& inventory() const { return inventory_; }
 
   // Devices of completely prepared claims by type ("gpu", "mig", ...), as of the last checkpoint
-  // write by this object (or CountPreparedDevices).
+  // write this object committed (or CountPreparedDevices).
   std::map<std::string, int> PreparedDeviceCounts() const;
   // Recounts from `claims` (e.g. the checkpoint at startup).
   void CountPreparedDevices(const checkpoint::ClaimMap& claims);

@@ -269,13 +269,16 @@ TEST_F(VfioClaimTest, WithoutAHostAVfioClaimFailsAndChangesNothing) {
 
 TEST_F(VfioClaimTest, HeldDevicesAreReportedAfterEachCheckpointWrite) {
   std::vector<std::set<std::string>> reports;
-  DeviceState state(inventory_, cdi_.get(), checkpoint_.get(),
-                    DeviceState::Options{.pool_name = "node1",
-                                         .gates = &gates_,
-                                         .vfio = &planning_,
-                                         .on_held_devices = [&](const std::set<std::string>& h) {
-                                           reports.push_back(h);
-                                         }});
+  std::vector<std::string> on_disk;  // the checkpoint file as each report found it
+  DeviceState state(
+      inventory_, cdi_.get(), checkpoint_.get(),
+      DeviceState::Options{.pool_name = "node1",
+                           .gates = &gates_,
+                           .vfio = &planning_,
+                           .on_held_devices = [&](const std::set<std::string>& h) {
+                             reports.push_back(h);
+                             on_disk.push_back(ReadFile(checkpoint_->path()).value_or(""));
+                           }});
   ASSERT_TRUE(state.Prepare(Claim("uid-1", {"gpu-vfio-1"})).ok());
   ASSERT_FALSE(reports.empty());
   EXPECT_EQ(reports.back(), std::set<std::string>{"gpu-vfio-1"});
@@ -285,6 +288,12 @@ TEST_F(VfioClaimTest, HeldDevicesAreReportedAfterEachCheckpointWrite) {
   EXPECT_NE(published.Find("gpu-vfio-0"), nullptr);
   ASSERT_TRUE(state.Unprepare("uid-1").ok());
   EXPECT_TRUE(reports.back().empty());  // re-added
+  // Each report follows a committed write: the file already records what it reports, and the
+  // last one (the claim forgotten) finds the claim gone from it.
+  for (size_t i = 0; i < reports.size(); ++i) {
+    for (const std::string& d : reports[i]) EXPECT_THAT(on_disk[i], HasSubstr(d)) << "report " << i;
+  }
+  EXPECT_THAT(on_disk.back(), Not(HasSubstr("uid-1")));
 }
 
 TEST(VfioRuntime, RefusesAMissingHostRootOrIommuAndAddsTheDevices) {
