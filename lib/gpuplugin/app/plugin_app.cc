@@ -353,14 +353,14 @@ absl::Status PluginApp::BuildDeviceState() {
       DeviceState::Options{.pool_name = config_.node_name,
                            .gates = config_.gates,
                            .consumable_shares = p.shares,
-                           .time_slicing = p.time_slicing.get(),
-                           .mps = p.mps.get(),
-                           .device_status = p.device_status.get(),
+                           .services = {.time_slicing = p.time_slicing.get(),
+                                        .mps = p.mps.get(),
+                                        .device_status = p.device_status.get(),
+                                        .metadata = p.metadata.get(),
+                                        .mig = p.mig.get(),
+                                        .fabric = p.fabric.get()},
                            .write_device_status = config_.device_status,
-                           .metadata = p.metadata.get(),
-                           .mig = p.mig.get(),
                            .vfio = p.vfio ? &p.vfio->planning() : nullptr,
-                           .fabric = p.fabric.get(),
                            .on_held_devices = OnHeldDevices()});
   p.driver =
       std::make_unique<GpuDriver>(p.state.get(), p.host->plugin_dir(), p.host->driver_metrics());

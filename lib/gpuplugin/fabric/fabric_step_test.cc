@@ -96,11 +96,12 @@ class FabricPartitionTest : public ::testing::Test {
     auto cp = checkpoint::Checkpoint::Open(tmp_.path() + "/plugin", tmp_.path() + "/boot_id", {});
     ASSERT_TRUE(cp.ok()) << cp.status();
     checkpoint_ = std::move(*cp);
-    state_ = std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
-                                           DeviceState::Options{.pool_name = "node1",
-                                                                .gates = &gates_,
-                                                                .consumable_shares = shares_,
-                                                                .fabric = fabric_.get()});
+    state_ =
+        std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
+                                      DeviceState::Options{.pool_name = "node1",
+                                                           .gates = &gates_,
+                                                           .consumable_shares = shares_,
+                                                           .services = {.fabric = fabric_.get()}});
   }
 
   k8s::ResourceClaim Claim(const std::string& uid, const std::vector<std::string>& devices) {

@@ -53,12 +53,13 @@ class DynamicMigPrepareTest : public DeviceStateTest {
     auto cp = checkpoint::Checkpoint::Open(tmp_.path() + "/plugin", tmp_.path() + "/boot_id", {});
     ASSERT_TRUE(cp.ok()) << cp.status();
     checkpoint_ = std::move(*cp);
-    state_ = std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
-                                           DeviceState::Options{.pool_name = "node1",
-                                                                .gates = gates_.get(),
-                                                                .time_slicing = time_slicing_.get(),
-                                                                .mps = mps_.get(),
-                                                                .mig = mig_.get()});
+    state_ = std::make_unique<DeviceState>(
+        inventory_, cdi_.get(), checkpoint_.get(),
+        DeviceState::Options{
+            .pool_name = "node1",
+            .gates = gates_.get(),
+            .services = {
+                .time_slicing = time_slicing_.get(), .mps = mps_.get(), .mig = mig_.get()}});
   }
   // "off", or "on" and each GPU instance of GPU 0 as "<profile id>@<start>/ci<compute instances>".
   std::string MigState() {

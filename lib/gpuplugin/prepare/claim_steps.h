@@ -13,8 +13,9 @@
 //
 // Adding a step: its file (the step, its plan and undo functions) and its entry in GpuStepTable.
 // An entry plans from the claim's planned devices (ClaimStepsInput::devices) and the services; a
-// step that acts through a new service adds its pointer to ClaimStepServices and PluginApp sets
-// it (DeviceState::Options). A step that needs more of the claim's plan adds an input field.
+// step that acts through a new service adds its pointer to ClaimStepServices, which PluginApp
+// fills (DeviceState::Options::services). A step that needs more of the claim's plan than its
+// devices adds an input field, filled by DeviceState::StepsOf.
 //
 // Records written before steps were recorded (and adopted Go records) have none: LegacySteps
 // derives them from the recorded devices, so that such claims are unprepared, and their unfinished

@@ -134,11 +134,12 @@ class DeviceMetadataStateTest : public DeviceStateTest {
     api::testing::RegisterDriverGatesAllAvailable(*gates_);
     ASSERT_TRUE(gates_->Set("DeviceMetadata=true,PassthroughSupport=true").ok());
     files_ = std::make_unique<DeviceMetadataFiles>(tmp_.path() + "/plugin", tmp_.path() + "/cdi");
-    state_ = std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
-                                           DeviceState::Options{.pool_name = "node1",
-                                                                .gates = gates_.get(),
-                                                                .metadata = files_.get(),
-                                                                .clock = &clock_});
+    state_ =
+        std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
+                                      DeviceState::Options{.pool_name = "node1",
+                                                           .gates = gates_.get(),
+                                                           .services = {.metadata = files_.get()},
+                                                           .clock = &clock_});
   }
   // Claim `uid` (template-made, pod claim name "gpus") with request "a" = gpu-0, gpu-1 and
   // request "b" = gpu-2.

@@ -243,13 +243,14 @@ absl::StatusOr<DeviceState::Plan> DeviceState::PlanLocked(const k8s::ResourceCla
     std::optional<MpsDaemonRecord> mps_record;
     const std::optional<api::MpsConfig> mps = MpsConfigOf(g.config);
     if (mps && !workload_devices.empty()) {
-      if (options_.mps == nullptr) {
+      if (options_.services.mps == nullptr) {
         return absl::InternalError("MPS sharing requested but this plugin cannot start daemons");
       }
       ASSIGN_OR_RETURN(MpsDaemonGroup group, MpsGroupFor(uid, *mps, workload_devices));
       std::optional<MpsDaemonGroup> dynamic_group;
       if (!group.id.empty()) dynamic_group = group;  // DynamicMIG devices: UUIDs at prepare
-      ASSIGN_OR_RETURN(std::unique_ptr<MpsDaemon> daemon, options_.mps->Create(std::move(group)));
+      ASSIGN_OR_RETURN(std::unique_ptr<MpsDaemon> daemon,
+                       options_.services.mps->Create(std::move(group)));
       mps_record = daemon->Record();
       plan.daemons.push_back({.daemon = std::move(daemon),
                               .device_names = workload_names,
@@ -346,7 +347,7 @@ absl::StatusOr<GpuPlan> DeviceState::StepsOf(const std::string& uid, const Plan&
   for (const RecordedDevice& p : plan.prepared) {
     if (in_spec.insert(p.kubelet.device_name).second) in.cdi_devices.push_back(p);
   }
-  if (options_.device_status != nullptr && options_.write_device_status) {
+  if (options_.services.device_status != nullptr && options_.write_device_status) {
     in.status_claim = plan.status_claim;
     in.device_statuses = plan.device_statuses;
   }
@@ -357,14 +358,10 @@ absl::StatusOr<GpuPlan> DeviceState::StepsOf(const std::string& uid, const Plan&
 }
 
 ClaimStepServices DeviceState::services() const {
-  return {.time_slicing = options_.time_slicing,
-          .mps = options_.mps,
-          .cdi = cdi_,
-          .device_status = options_.device_status,
-          .metadata = options_.metadata,
-          .mig = options_.mig,
-          .vfio = options_.vfio != nullptr ? options_.vfio->host : nullptr,
-          .fabric = options_.fabric};
+  ClaimStepServices s = options_.services;
+  s.cdi = cdi_;
+  s.vfio = options_.vfio != nullptr ? options_.vfio->host : nullptr;
+  return s;
 }
 
 bool DeviceState::time_slicing_gate() const {
@@ -396,7 +393,7 @@ absl::StatusOr<std::vector<RecordedDevice>> DeviceState::PrepareLocked(
     RETURN_IF_ERROR(CheckSiblingsFree(inventory_, uid, names, all));
   }
   configs_stage.reset();
-  if (!plan.time_slices.empty() && options_.time_slicing == nullptr) {
+  if (!plan.time_slices.empty() && options_.services.time_slicing == nullptr) {
     return absl::InternalError("time-slicing requested but this plugin has no nvidia-smi runner");
   }
   // Nothing has changed yet: a prepare past its deadline stops here without a trace.

@@ -73,35 +73,22 @@ class DeviceState {
     // --consumable-shares: when enabled, a device may be prepared for several claims whose
     // normalized configs for it are equal; MPS is refused.
     api::ConsumableShares consumable_shares;
-    // Sets and resets GPU time-slices. Null: a claim asking for time-slicing fails (Internal), and
-    // unprepare cannot reset (FailedPrecondition when a record needs it).
-    const TimeSlicing* time_slicing = nullptr;
-    // Starts and stops MPS control daemons. Null: a claim asking for MPS fails (Internal), and
-    // unprepare of a claim whose record names a daemon fails (FailedPrecondition).
-    const MpsDaemons* mps = nullptr;
+    // What the steps act through (claim_steps.h ClaimStepServices says what each null means for
+    // the steps). Besides, DeviceState refuses with Internal, before any step, a claim that asks
+    // for time-slicing without `time_slicing` or for MPS without `mps`. Its `cdi` and `vfio` are
+    // not read: DeviceState sets them from its `cdi` argument and from `vfio` below.
+    ClaimStepServices services;
     // How long, from the start of Prepare, an MPS daemon may take to become ready: inside the
     // kubelet's 45 s prepare timeout, so that the error reaches the kubelet.
     absl::Duration mps_ready_timeout = absl::Seconds(30);
-    // Writes and removes the claims' status.devices entries (device_status.h). Null: prepare
-    // writes none, and unprepare cannot remove those an earlier plugin recorded (a warning).
-    const DeviceStatusWriter* device_status = nullptr;
-    // --device-status: whether prepare writes them (the deviceStatus step). Off, unprepare still
-    // removes the entries a record names.
+    // --device-status: whether prepare writes the claims' status.devices entries (the deviceStatus
+    // step, through services.device_status). Off, unprepare still removes the entries a record
+    // names.
     bool write_device_status = true;
-    // Gate DeviceMetadata: writes each request's metadata file (device_metadata.h). Null: a claim
-    // prepared with the gate on fails (Internal); unprepare of a record naming metadata fails.
-    const DeviceMetadataFiles* metadata = nullptr;
-    // Gate DynamicMIG: creates and destroys dynamic MIG devices (mig_manager.h). Null: a claim
-    // with a dynamic MIG device fails (Internal); unprepare of a record naming one fails.
-    const MigManager* mig = nullptr;
     // Gate PassthroughSupport: the VFIO devices' PCI facts and the host to bind them through
-    // (vfio_claim.h). Null: a claim with a VFIO device fails (Internal); unprepare of a record
-    // naming vfio steps fails.
+    // (vfio_claim.h; its host becomes services.vfio). Null: a claim with a VFIO device fails
+    // (Internal); unprepare of a record naming vfio steps fails.
     const VfioPlanning* vfio = nullptr;
-    // Gate FabricManagerPartitioning, on a node with an FM fabric: the partitions and the GPUs'
-    // module IDs (fabric_step.h). Null: no fabricPartition step (a claim's GPUs are not matched);
-    // unprepare of a record naming one fails unless the partition is shared.
-    const FabricPartitioning* fabric = nullptr;
     // Gate PassthroughSupport: called with the names of the devices any claim records (in any
     // state) from CountPreparedDevices, which runs after each committed checkpoint write by this
     // object, with the claims as written, still under the checkpoint's lock (must not touch the
@@ -111,7 +98,7 @@ class DeviceState {
     Clock* clock = RealClock::Get();
   };
 
-  // `cdi`, `checkpoint`, `gates`, `time_slicing`, `mps` and `clock` must outlive this object.
+  // `cdi`, `checkpoint`, `gates`, the services, `vfio` and `clock` must outlive this object.
   DeviceState(Inventory inventory, const ClaimCdi* cdi, checkpoint::Checkpoint* checkpoint,
               Options options);
 

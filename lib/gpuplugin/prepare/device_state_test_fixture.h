@@ -125,13 +125,13 @@ class DeviceStateTest : public ::testing::Test {
         checkpoint::Checkpoint::Open(tmp_.path() + "/plugin", tmp_.path() + "/boot_id", cp_options);
     ASSERT_TRUE(cp.ok()) << cp.status();
     checkpoint_ = std::move(*cp);
-    state_ = std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
-                                           DeviceState::Options{.pool_name = "node1",
-                                                                .gates = gates_.get(),
-                                                                .consumable_shares = shares_,
-                                                                .time_slicing = time_slicing_.get(),
-                                                                .mps = mps_.get(),
-                                                                .clock = &clock_});
+    state_ = std::make_unique<DeviceState>(
+        inventory_, cdi_.get(), checkpoint_.get(),
+        DeviceState::Options{.pool_name = "node1",
+                             .gates = gates_.get(),
+                             .consumable_shares = shares_,
+                             .services = {.time_slicing = time_slicing_.get(), .mps = mps_.get()},
+                             .clock = &clock_});
   }
   // Turns gates on ("TimeSlicingSettings=true,...") and consumable shares ("disabled", "memory",
   // ...), then reopens.

@@ -106,14 +106,15 @@ class DeviceStatusStepTest : public DeviceStateTest {
   // Reopens with the recording writer; `write`: --device-status.
   void UseWriter(bool write) {
     state_.reset();
-    state_ = std::make_unique<DeviceState>(inventory_, cdi_.get(), checkpoint_.get(),
-                                           DeviceState::Options{.pool_name = "node1",
-                                                                .gates = gates_.get(),
-                                                                .time_slicing = time_slicing_.get(),
-                                                                .mps = mps_.get(),
-                                                                .device_status = &writer_,
-                                                                .write_device_status = write,
-                                                                .clock = &clock_});
+    state_ = std::make_unique<DeviceState>(
+        inventory_, cdi_.get(), checkpoint_.get(),
+        DeviceState::Options{.pool_name = "node1",
+                             .gates = gates_.get(),
+                             .services = {.time_slicing = time_slicing_.get(),
+                                          .mps = mps_.get(),
+                                          .device_status = &writer_},
+                             .write_device_status = write,
+                             .clock = &clock_});
   }
   std::vector<std::string> StepNames(const std::string& uid) {
     auto c = checkpoint_->Get(uid);
