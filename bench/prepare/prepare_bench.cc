@@ -264,8 +264,10 @@ void PrintStages(const char* title, const std::vector<std::map<std::string, int6
       values[stage].push_back(static_cast<double>(v) / 1000.0);
     }
   }
-  std::printf("  %s (%zu calls; stages may nest: cdiWrite is inside cdiSpecStep)\n", title,
-              lines.size());
+  std::printf(
+      "  %s (%zu calls; stages may nest: cdiWrite is inside cdiSpecStep, checkpoint{Load,Encode,"
+      "Replace,OnCommit} inside checkpointWrite)\n",
+      title, lines.size());
   std::printf("    %-22s %8s %8s %6s\n", "stage", "p50 ms", "p99 ms", "calls");
   for (const std::string& s : order) {
     std::printf("    %-22s %8.3f %8.3f %6zu\n", s.c_str(), Percentile(values[s], 0.5),

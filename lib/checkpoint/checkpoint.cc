@@ -174,7 +174,11 @@ absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claim
   absl::Status status = [&]() -> absl::Status {
     absl::StatusOr<FileLock> lock = FileLock::Acquire(lock_path_, options_.lock_timeout);
     if (!lock.ok()) return Annotate(lock.status(), context);
-    absl::StatusOr<Contents> contents = LoadLocked(&reports);
+    absl::StatusOr<Contents> contents;
+    {
+      TraceStage load("checkpointLoad");
+      contents = LoadLocked(&reports);
+    }
     if (!contents.ok()) return Annotate(contents.status(), context);
     RETURN_IF_ERROR(mutate(contents->claims));
     for (auto& [uid, claim] : contents->claims) {
@@ -183,7 +187,10 @@ absl::Status Checkpoint::Update(const std::function<absl::Status(ClaimMap& claim
     if (absl::Status written = WriteLocked(*contents); !written.ok()) {
       return Annotate(written, context);
     }
-    if (on_commit) on_commit(contents->claims);
+    if (on_commit) {
+      TraceStage committed("checkpointOnCommit");
+      on_commit(contents->claims);
+    }
     return absl::OkStatus();
   }();
   Notify(reports);
@@ -354,13 +361,22 @@ void Checkpoint::PruneCopies(absl::string_view infix, int keep) const {
 }
 
 absl::Status Checkpoint::WriteLocked(const Contents& contents) const {
-  ASSIGN_OR_RETURN(std::string text, EncodeCheckpoint(contents));
+  absl::StatusOr<std::string> text;
+  {
+    TraceStage encode("checkpointEncode");
+    text = EncodeCheckpoint(contents);
+  }
+  if (!text.ok()) return text.status();
   // Not durable on purpose: the checkpoint records the boot ID and a reboot (the only way to lose
   // the page cache) invalidates it, so fsyncs would buy nothing; a torn file after a power loss is
   // handled by the corruption policy. The replaced file's blocks are freed off the prepare path.
-  RETURN_IF_ERROR(WriteFileAtomically(
-      path_, text,
-      AtomicWriteOptions{.mode = 0644, .release_replaced_in_background = true, .durable = false}));
+  {
+    TraceStage replace("checkpointReplace");
+    RETURN_IF_ERROR(WriteFileAtomically(
+        path_, *text,
+        AtomicWriteOptions{
+            .mode = 0644, .release_replaced_in_background = true, .durable = false}));
+  }
   KeepLocked(contents);
   return absl::OkStatus();
 }

@@ -18,11 +18,14 @@
 #include "lib/common/atomic_file.h"
 #include "lib/common/clock.h"
 #include "lib/common/file_lock.h"
+#include "lib/common/log.h"
+#include "lib/common/trace.h"
 
 namespace dra::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::ContainsRegex;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -149,6 +152,35 @@ TEST_F(CheckpointTest, OnCommitFollowsOnlyACommittedWrite) {
                   .ok());
   EXPECT_THAT(commits, ElementsAre("u1 on disk; ", "u3 on disk; "));
   EXPECT_THAT(*ReadFile(CheckpointPath()), Not(HasSubstr("u1")));
+}
+
+// Under a prepare's trace (lib/common/trace.h), an update reports where its time went: the load,
+// the encoding, the file replace and the commit callback, in that order, each inside
+// checkpointWrite; without a callback there is no checkpointOnCommit stage.
+TEST_F(CheckpointTest, UpdateReportsItsPartsToTheCallTrace) {
+  auto cp = MustOpen();
+  std::vector<std::string> lines;
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  auto add = [](ClaimMap& claims) {
+    claims["u1"].state = ClaimState::kPrepareCompleted;
+    return absl::OkStatus();
+  };
+  {
+    CallTrace trace("prepare trace", true);
+    ASSERT_TRUE(cp->Update(add, [](const ClaimMap&) {}).ok());
+  }
+  {
+    CallTrace trace("unprepare trace", true);
+    ASSERT_TRUE(cp->Update(add).ok());
+  }
+  log::SetSink(nullptr);
+  ASSERT_EQ(lines.size(), 2u);
+  // A stage is added when it ends, so the enclosing checkpointWrite comes last.
+  EXPECT_THAT(lines[0], ContainsRegex("checkpointLoadUs=[0-9]+ checkpointEncodeUs=[0-9]+ "
+                                      "checkpointReplaceUs=[0-9]+ checkpointOnCommitUs=[0-9]+ "
+                                      "checkpointWriteUs=[0-9]+"));
+  EXPECT_THAT(lines[1], ContainsRegex("checkpointReplaceUs=[0-9]+"));
+  EXPECT_THAT(lines[1], Not(HasSubstr("checkpointOnCommit")));
 }
 
 TEST_F(CheckpointTest, ChecksumMismatchIsMovedAsideAndReported) {

@@ -13,7 +13,8 @@
 // counts how often it ran ("<stage>N" is logged when it ran more than once); stages of the same
 // name add up. Without an active trace, or when the trace is off, TraceStage costs one
 // thread-local read and no clock read. Stages may nest; their times then overlap (each is
-// logged as measured). Keys keep the order in which stages first ran.
+// logged as measured). Keys keep the order in which stages first ended (a stage after those it
+// encloses).
 //
 // Thread-safety: each trace belongs to the thread that made it; work done on other threads (a
 // background unlink) is not counted.
