@@ -123,10 +123,14 @@ cmd_unprepare_nodes() {
   fi
 }
 
-# Prints the pods' state, their description and log tails, then exits non-zero.
+# Prints the pods' state, the namespace's warning events (a failed mount or probe names the cause
+# there), the pods' description and log tails, then exits non-zero.
 fail_install() {
   printf '[cluster] error: %s\n' "$*" >&2
   plugin_pods -o wide >&2 || true
+  kubectl -n "$NAMESPACE" get events --field-selector type=Warning --sort-by=.lastTimestamp \
+    -o custom-columns=LAST:.lastTimestamp,COUNT:.count,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message \
+    2>/dev/null | tail -n 20 >&2 || true
   kubectl -n "$NAMESPACE" describe pods -l "$PLUGIN_SELECTOR" 2>/dev/null | tail -n 40 >&2 || true
   kubectl -n "$NAMESPACE" logs -l "$PLUGIN_SELECTOR" --all-containers --prefix --tail 20 >&2 || true
   exit 1
