@@ -47,7 +47,6 @@
 #include "lib/common/clock.h"
 #include "lib/common/deadline.h"
 #include "lib/common/feature_gates.h"
-#include "lib/gpuplugin/fabric/fabric_step.h"
 #include "lib/gpuplugin/inventory/inventory.h"
 #include "lib/gpuplugin/mps/mps_sharing.h"
 #include "lib/gpuplugin/prepare/claim_cdi.h"
