@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -25,6 +27,32 @@ namespace dra::bench {
 namespace {
 
 namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+
+// Whether `list` (a ResourceSlice list) holds at least one pool and every slice of each: as many
+// slices of the pool's newest generation as that generation's resourceSliceCount. The scheduler
+// uses a pool only once it is complete; the first of several slices is not yet "published".
+bool PoolsComplete(const nlohmann::json& list) {
+  struct Seen {
+    int64_t generation = -1;
+    int64_t want = 0;
+    int64_t have = 0;
+  };
+  std::map<std::string, Seen> pools;
+  for (const nlohmann::json& item : list.value("items", nlohmann::json::array())) {
+    absl::StatusOr<k8s::ResourceSlice> slice = k8s::ResourceSlice::FromJson(item);
+    if (!slice.ok()) return false;
+    const k8s::ResourcePool& pool = slice->spec.pool;
+    Seen& seen = pools[pool.name];
+    if (pool.generation > seen.generation) {
+      seen = {.generation = pool.generation, .want = pool.resource_slice_count, .have = 0};
+    }
+    if (pool.generation == seen.generation) ++seen.have;
+  }
+  for (const auto& [name, seen] : pools) {
+    if (seen.have < seen.want) return false;
+  }
+  return !pools.empty();
+}
 
 constexpr char kNamespace[] = "default";
 constexpr char kMemoryHierarchy[] = "/sys/fs/cgroup/memory";
@@ -182,7 +210,7 @@ BenchNode::BenchNode(Options options) : options_(std::move(options)) {
     }
     auto list = client_->List(k8s::ResourceSlice::kResource, "",
                               {.field_selector = "spec.nodeName=" + node_});
-    if (list.ok() && !(*list)["items"].empty()) break;
+    if (list.ok() && PoolsComplete(*list)) break;
     if (absl::Now() - start > absl::Seconds(30)) Die("no ResourceSlice within 30s; log " + log_);
     absl::SleepFor(absl::Milliseconds(2));
   }

@@ -65,7 +65,8 @@ class BenchNode {
   };
 
   // Creates the Node, starts the plugin and waits (30 s at most) until its ResourceSlices are
-  // visible in the API server.
+  // visible in the API server: every slice of each of its pools (resourceSliceCount), as the
+  // scheduler needs them.
   explicit BenchNode(Options options);
   ~BenchNode();  // Stop()
   BenchNode(const BenchNode&) = delete;
