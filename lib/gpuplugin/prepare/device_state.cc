@@ -132,12 +132,18 @@ class ClaimJournal final : public prepare::StepJournal {
 
 }  // namespace
 
+DeviceState::Options DeviceState::WithOwnServices(Options options, const ClaimCdi* cdi) {
+  options.services.cdi = cdi;
+  options.services.vfio = options.vfio != nullptr ? options.vfio->host : nullptr;
+  return options;
+}
+
 DeviceState::DeviceState(Inventory inventory, const ClaimCdi* cdi,
                          checkpoint::Checkpoint* checkpoint, Options options)
     : inventory_(std::move(inventory)),
       cdi_(cdi),
       checkpoint_(checkpoint),
-      options_(std::move(options)) {}
+      options_(WithOwnServices(std::move(options), cdi)) {}
 
 const FeatureGates& DeviceState::gates() const {
   static const FeatureGates* const kNone = new FeatureGates();
@@ -354,14 +360,7 @@ absl::StatusOr<GpuPlan> DeviceState::StepsOf(const std::string& uid, const Plan&
   in.metadata = plan.metadata;
   in.vfio = plan.vfio;
   in.vfio_cdi = plan.vfio_cdi;
-  return GpuClaimSteps(in, services());
-}
-
-ClaimStepServices DeviceState::services() const {
-  ClaimStepServices s = options_.services;
-  s.cdi = cdi_;
-  s.vfio = options_.vfio != nullptr ? options_.vfio->host : nullptr;
-  return s;
+  return GpuClaimSteps(in, options_.services);
 }
 
 bool DeviceState::time_slicing_gate() const {
@@ -413,7 +412,7 @@ absl::StatusOr<std::vector<RecordedDevice>> DeviceState::PrepareLocked(
   ClaimJournal journal(checkpoint_, std::move(base), [this](const checkpoint::ClaimMap& claims) {
     CountPreparedDevices(claims);
   });
-  const prepare::StepUndoers undoers = GpuClaimUndoers(uid, all, services());
+  const prepare::StepUndoers undoers = GpuClaimUndoers(uid, all, options_.services);
   prepare::StepEngine engine(&journal, &undoers);
   RETURN_IF_ERROR(engine.Run(recorded, plan.steps.steps, deadline));
   DRA_INFO("prepared claim", "claim", uid, "namespace", claim.metadata.namespace_name, "name",
@@ -495,7 +494,7 @@ absl::Status DeviceState::Unprepare(const std::string& claim_uid) {
   ClaimJournal journal(checkpoint_, existing->second, [this](const checkpoint::ClaimMap& claims) {
     CountPreparedDevices(claims);
   });
-  const prepare::StepUndoers undoers = GpuClaimUndoers(claim_uid, all, services());
+  const prepare::StepUndoers undoers = GpuClaimUndoers(claim_uid, all, options_.services);
   prepare::StepEngine engine(&journal, &undoers);
   RETURN_IF_ERROR(engine.UndoAll(recorded));
   // A spec written by a prepare that ended before recording it completed is not in its record.

@@ -75,7 +75,7 @@ class DeviceState {
     // What the steps act through (claim_steps.h ClaimStepServices says what each null means for
     // the steps). Besides, DeviceState refuses with Internal, before any step, a claim that asks
     // for time-slicing without `time_slicing` or for MPS without `mps`. Its `cdi` and `vfio` are
-    // not read: DeviceState sets them from its `cdi` argument and from `vfio` below.
+    // replaced: DeviceState sets them from its `cdi` argument and from `vfio` below.
     ClaimStepServices services;
     // How long, from the start of Prepare, an MPS daemon may take to become ready: inside the
     // kubelet's 45 s prepare timeout, so that the error reaches the kubelet.
@@ -180,7 +180,8 @@ class DeviceState {
   // into the returned plan's context.
   absl::StatusOr<GpuPlan> StepsOf(const std::string& uid, const Plan& plan,
                                   absl::Time mps_ready_deadline) const;
-  ClaimStepServices services() const;
+  // `options` with the services' `cdi` and `vfio` set from `cdi` and `options.vfio`.
+  static Options WithOwnServices(Options options, const ClaimCdi* cdi);
   // Gate TimeSlicingSettings (for records without timeSliceApplied).
   bool time_slicing_gate() const;
   const FeatureGates& gates() const;
